@@ -1,0 +1,263 @@
+"""The run configuration: pydantic models, YAML files plus dotted overrides, one-line errors.
+
+Every field is documented once, in its ``Field(description=...)``; ``prover train --help`` prints
+those strings. Defaults are sized for the embedded envs with the tiny model on a laptop CPU; the
+reference values of verl-agent and the ProVer paper are cited where they differ.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from prover.errors import ConfigError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvConfig(Section):
+    name: str = Field("alfworld-sim", description="Registered env name (see `prover list`), or 'module:Class'.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the env's constructor.")
+
+
+class TinyModelConfig(Section):
+    vocab_size: int = Field(2048, ge=64, description="BPE vocabulary size of the tokenizer trained on the env's text.")
+    hidden_size: int = Field(128, ge=16, description="Hidden width of the tiny Qwen3-architecture policy.")
+    num_layers: int = Field(4, ge=1, description="Decoder layers of the tiny policy.")
+    num_heads: int = Field(4, ge=1, description="Attention heads (key/value heads are half of them).")
+    intermediate_size: int = Field(384, ge=16, description="MLP width of the tiny policy.")
+    corpus_episodes: int = Field(300, ge=1, description="Env episodes (expert and random moves) whose text trains the tokenizer.")
+
+
+class ModelConfig(Section):
+    path: str = Field("tiny", description="A local Hugging Face checkpoint folder (e.g. Qwen3.5-2B), or 'tiny' to "
+                                          "build a tiny Qwen3-architecture model and tokenizer from the env's text.")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Shape of the tiny model (path='tiny').")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype.")
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for the tokenizer's "
+                                                 "chat template, e.g. {enable_thinking: false} for Qwen3.")
+
+
+class EngineConfig(Section):
+    name: str = Field("hf", description="Registered inference engine: 'hf' (transformers, CPU or GPU) or a plugin.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the engine's constructor.")
+
+
+class SamplingConfig(Section):
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature (verl-agent: 1.0); 0 is greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass (verl-agent: 1.0).")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 turns it off.")
+    max_new_tokens: int = Field(24, ge=1, description="Most tokens per turn (verl-agent: 512; the tiny "
+                                                      "model's actions need about 10).")
+
+
+class RolloutConfig(Section):
+    groups_per_step: int = Field(8, ge=1, description="Tasks per training step (verl-agent and ProVer: 16).")
+    group_size: int = Field(8, ge=1, description="Episodes per task, G (verl-agent and ProVer: 8).")
+    max_turns: int = Field(20, ge=1, description="Turn cap per episode (ProVer: 50 ALFWorld, 15 WebShop, 30 SearchQA).")
+    history_window: int | None = Field(None, ge=0, description="(observation, action) pairs shown in each prompt; "
+                                                               "None keeps the env's own (verl-agent: 2).")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="How rollouts sample.")
+
+
+class RewardConfig(Section):
+    scale: float = Field(10.0, gt=0.0, description="Episode reward = scale * env return (verl-agent: 10 * won).")
+    invalid_penalty: float = Field(0.1, ge=0.0, description="Subtracted from a turn's score when its output "
+                                                            "format is invalid (verl-agent: 0.1 ALFWorld/WebShop).")
+
+
+class CreditConfig(BaseModel):
+    """The method's own fields (e.g. ``credit.norm``) are checked against its ``Config`` model."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    name: str = Field("grpo", description="Registered credit assigner (see `prover list`).")
+
+
+class JudgeConfig(BaseModel):
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    name: str | None = Field(None, description="Registered judge, for credit methods that use one; None for none.")
+
+
+class LearnerConfig(Section):
+    lr: float = Field(1e-4, gt=0.0, description="AdamW learning rate (verl-agent: 1e-6 for 1.5B models; "
+                                                "the tiny model needs far more).")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    clip_low: float = Field(0.2, ge=0.0, description="PPO ratio clip below 1 (verl-agent: 0.2).")
+    clip_high: float = Field(0.2, ge=0.0, description="PPO ratio clip above 1 (verl-agent: 0.2; DAPO: 0.28).")
+    dual_clip_c: float = Field(3.0, gt=1.0, description="Dual-clip bound for negative advantages (verl: 3.0).")
+    kl_coef: float = Field(0.0, ge=0.0, description="Weight of the KL loss to the frozen initial policy "
+                                                    "(verl-agent: 0.01); 0 skips the reference model.")
+    kl_type: Literal["k1", "k2", "k3", "abs"] = Field("k3", description="KL estimator; k3 is verl's low_var_kl, "
+                                                                          "clamped to [-10, 10].")
+    entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight (verl-agent yaml: 0.001).")
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
+                      "traj-mean-token-mean"] = Field(
+        "traj-mean-token-mean", description="How per-token losses become one number: verl's loss_agg_modes "
+        "over turn rows, or traj-mean-token-mean (ours), where every trajectory weighs the same however many "
+        "turns it has, so long failed episodes do not push down the tokens every turn shares (verl-agent: "
+        "token-mean).")
+    grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip (verl: 1.0).")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each batch (verl-agent: 1).")
+    mini_batch_rows: int = Field(128, ge=1, description="Turn rows per optimizer step.")
+    micro_batch_rows: int = Field(32, ge=1, description="Turn rows per forward/backward (memory bound).")
+    skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
+                                                             "(their policy gradient is zero; saves CPU time).")
+
+
+class WarmStartConfig(Section):
+    enabled: bool = Field(True, description="Behaviour-clone expert episodes before RL.")
+    episodes: int = Field(1000, ge=1, description="Expert episodes to clone (train split); many distinct "
+                          "episodes teach a tiny model to copy from its prompt faster than many epochs.")
+    random_action_share: float = Field(0.1, ge=0.0, le=1.0, description="Share of turns whose target is a random "
+                                       "admissible action, so the clone starts at middling success.")
+    epochs: int = Field(2, ge=1, description="Passes over the cloned turns.")
+    prompt_loss_weight: float = Field(1.0, ge=0.0, description="Weight of the prompt tokens in the SFT loss "
+                                      "(completion tokens weigh 1); a tiny model learns the env's text, and to "
+                                      "copy from it, far faster with it on. Use 0 for a pretrained model.")
+    lr: float = Field(1e-3, gt=0.0, description="SFT learning rate.")
+    batch_rows: int = Field(8, ge=1, description="Turn rows per SFT optimizer step (small batches: more "
+                            "updates for the same compute).")
+
+
+class EvalConfig(Section):
+    episodes: int = Field(96, ge=1, description="Held-out episodes per evaluation (one per task).")
+    split: str = Field("test", description="Env split to evaluate on (alfworld-sim: 'test' = unseen layouts).")
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature at evaluation (verl-agent: 0.4).")
+    every: int = Field(0, ge=0, description="Also evaluate every N steps; 0 only before and after RL.")
+
+
+class RunConfig(Section):
+    dir: str = Field("runs/default", description="Run folder: metrics.jsonl, config.yaml, checkpoints, models.")
+    checkpoint_every: int = Field(1, ge=1, description="Save a checkpoint every N steps.")
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (oldest deleted first).")
+
+
+class TrainConfig(Section):
+    seed: int = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus.")
+    steps: int = Field(12, ge=0, description="RL steps (ProVer: 100).")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Which environment.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Which policy model.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Which inference engine.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are collected.")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="How env outcomes become scores.")
+    credit: CreditConfig = Field(default_factory=CreditConfig, description="How scores become per-token advantages.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge, for methods that use one.")
+    learner: LearnerConfig = Field(default_factory=LearnerConfig, description="The policy-gradient update.")
+    warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="SFT before RL.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    run: RunConfig = Field(default_factory=RunConfig, description="Where results go.")
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for k in keys[:-1]:
+        child = node.setdefault(k, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {dotted!r}: {k!r} is a value, not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``a.b=value`` -> ("a.b", value), the value read as a YAML scalar (8 -> int, true -> bool)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ConfigError(f"override {text!r} is not of the form section.field=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def _explain(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"unknown config field {where!r}; see `prover train --help` for the fields"
+    return f"config field {where!r}: {err['msg']} (got {err.get('input')!r})"
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
+    tree: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            tree = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML{line}") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
+    for text in overrides:
+        _set_dotted(tree, *parse_override(text))
+    try:
+        cfg = TrainConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+    check_parts_fit(cfg)
+    return cfg
+
+
+def check_parts_fit(cfg: TrainConfig) -> None:
+    """Resolve every registry name now, so a bad name fails before any work starts."""
+    import prover.envs  # noqa: F401  (registers the built-in envs)
+    import prover.credit  # noqa: F401  (registers the built-in credit assigners)
+    import prover.engines  # noqa: F401
+    from prover.registry import CREDIT, ENGINES, ENVS
+
+    ENVS.get(cfg.env.name)
+    ENGINES.get(cfg.engine.name)
+    method = CREDIT.get(cfg.credit.name)
+    method.validate_config(cfg)
+    if cfg.model.path != "tiny":
+        from prover.engines.hf import check_model_dir
+
+        check_model_dir(cfg.model.path)
+
+
+def field_help(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted name, default, description) for every leaf field: the text of ``--help``."""
+    rows = []
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann in (CreditConfig, JudgeConfig):
+            rows += field_help(ann, f"{prefix}{name}.")
+            if ann is CreditConfig:
+                rows += _method_fields(f"{prefix}{name}.")
+        elif isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows += field_help(ann, f"{prefix}{name}.")
+        else:
+            default = f.default_factory() if f.default_factory is not None else f.default
+            rows.append((f"{prefix}{name}", repr(default), f.description or ""))
+    return rows
+
+
+def _method_fields(prefix: str) -> list[tuple[str, str, str]]:
+    """The own fields of every built-in credit method, e.g. ``credit.norm`` of grpo."""
+    import prover.credit  # noqa: F401  (registers the built-ins)
+    from prover.registry import CREDIT
+
+    rows = []
+    for entry in CREDIT.entries():
+        if entry.origin != "code":
+            continue
+        for fname, f in entry.load().Config.model_fields.items():
+            rows.append((f"{prefix}{fname}", repr(f.default), f"({entry.name}) {f.description or ''}"))
+    return rows
+
+
+def dump_config(cfg: TrainConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,72 @@
+"""How an agent talks to an env: the prompt templates, the history window and the action parser.
+
+This is data that lives with the env (``TextEnv.agent_spec``) so that an embedded env and the real
+benchmark it stands in for build identical prompts and parse identical actions. The per-turn prompt
+is the task plus the last ``history_window`` (observation, action) pairs, as in verl-agent's
+"step-independent" rollout: prompts stay bounded on long episodes and restarting from turn t is exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    action: str  # what is sent to the env
+    format_valid: bool  # the completion followed the output format
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Templates are ``str.format`` strings over: task, observation, actions, history, step, n_history."""
+
+    first_template: str = (
+        "Task: {task}\nObservation: {observation}\nAdmissible actions: {actions}\n"
+        "Answer with <action>one admissible action</action>."
+    )
+    later_template: str = (
+        "Task: {task}\nStep {step}. Recent history:\n{history}\nObservation: {observation}\n"
+        "Admissible actions: {actions}\nAnswer with <action>one admissible action</action>."
+    )
+    history_entry: str = "[Observation {k}: {observation} Action {k}: {action}]"
+    action_separator: str = ", "
+    history_window: int = 2
+    action_tag: str = "action"
+    require_think: bool = False  # verl-agent marks a turn invalid without <think></think>
+    lowercase: bool = True  # verl-agent lower-cases the completion before extracting the action
+    fallback_chars: int = 30  # without tags, the last N characters are sent (the env answers no-op)
+    hidden_actions: tuple[str, ...] = ()  # admissible actions not shown to the agent (e.g. "help")
+
+    def render(self, task: str, observation: str, actions: list[str] | None,
+               history: list[tuple[str, str]], step: int) -> str:
+        """The prompt text for one turn. ``history`` holds every earlier (observation, action)."""
+        shown = [a for a in (actions or []) if a not in self.hidden_actions]
+        window = history[-self.history_window:] if self.history_window > 0 else []
+        first_k = len(history) - len(window) + 1
+        hist = "\n".join(self.history_entry.format(k=first_k + j, observation=o, action=a)
+                         for j, (o, a) in enumerate(window))
+        template = self.first_template if not window else self.later_template
+        return template.format(task=task, observation=observation,
+                               actions=self.action_separator.join(shown), history=hist,
+                               step=step + 1, n_history=len(window))
+
+    def parse(self, completion: str) -> ParsedAction:
+        """The verl-agent projection: text between the first <action> and </action> tags."""
+        text = completion.lower() if self.lowercase else completion
+        tag = self.action_tag
+        m = re.search(rf"<{tag}>(.*?)</{tag}>", text, flags=re.DOTALL)
+        if m is None:
+            return ParsedAction(text.strip()[-self.fallback_chars:], False)
+        valid = True
+        if self.require_think and not re.search(r"<think>.*?</think>", text, flags=re.DOTALL):
+            valid = False
+        if re.search(r"[\u4e00-\u9fff]", text):  # verl-agent rejects CJK output
+            valid = False
+        return ParsedAction(" ".join(m.group(1).split()), valid)
+
+    def format_action(self, action: str) -> str:
+        """The completion text an expert would write for ``action`` (used by the warm start)."""
+        think = "<think></think>" if self.require_think else ""
+        return f"{think}<{self.action_tag}>{action}</{self.action_tag}>"

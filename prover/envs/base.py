@@ -1,0 +1,133 @@
+"""The env contract: a text ``gymnasium.Env`` that can say who it is and go back in time.
+
+An env is a ``TextEnv`` subclass. It implements ``_reset`` and ``_step``; the public ``reset`` and
+``step`` here record what a replay snapshot needs and then call them.
+
+``reset(seed=None, options=None) -> (obs, info)``
+    Start a task. ``seed`` picks the task and seeds the env's RNG: the same seed gives the same
+    observation, info and dynamics. ``options`` may carry ``{"split": "train" | "test"}``. ``obs``
+    is the text the agent sees first; it contains the task. ``info`` has ``task`` (the task text),
+    ``admissible_actions`` (sorted list of str, for envs that have them), ``won`` (False) and
+    ``is_action_valid`` (True).
+
+``step(action) -> (obs, reward, terminated, truncated, info)``
+    Apply one action string. ``obs`` is the env's feedback text. ``reward`` is a float.
+    ``terminated`` is True when the episode ended inside the env (goal reached or a terminal
+    action); ``truncated`` when the env's own step cap was reached. ``info["won"]`` says whether the
+    task was achieved; ``info["is_action_valid"]`` whether the env accepted the action (an invalid
+    action is a no-op, never an exception); ``info["admissible_actions"]`` lists the next choices.
+    After ``terminated or truncated`` the caller must ``reset`` before stepping again.
+
+``state_key() -> Hashable``
+    A hashable identity of the true state (not the text: "Nothing happens." is many states). Two
+    envs with equal keys behave identically from here on. GiGPO groups by it.
+
+``snapshot() -> object`` and ``restore(snapshot)``
+    An exact copy of the env state, RNG included: after ``restore(s)``, the same actions give the same
+    observations, rewards, infos and state keys as they did after ``s`` was taken. Snapshots are
+    independent of the env object and of later steps. The default is a replay snapshot (the reset
+    seed and options plus the actions so far), which works for any env whose dynamics depend only
+    on them; envs override both methods with a native copy when replay would be slow.
+
+Capability flags (class attributes): ``deterministic`` (same seed and actions give the same
+episode), ``can_snapshot`` (snapshot/restore work; False refuses branching credit methods at config
+time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
+
+Agent-facing text lives with the env as data: ``agent_spec`` holds the prompt templates, the history
+window and the action parser, shared exactly between an embedded env and the real benchmark.
+
+``check_env`` in ``prover.envs.checker`` tests all of the above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Hashable
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from prover.envs.agent_spec import AgentSpec
+from prover.errors import CapabilityError, ContractError
+
+MAX_TEXT = 1 << 16
+TEXT_CHARSET = frozenset(chr(i) for i in range(32, 127)) | {"\n", "\t"}
+
+
+@dataclass(frozen=True)
+class ReplaySnapshot:
+    """The default snapshot: enough to rebuild the state by replaying from the reset."""
+
+    seed: int
+    options: tuple
+    actions: tuple[str, ...]
+
+
+class TextEnv(gym.Env):
+    """Base class of every prover env. Subclasses implement ``_reset``, ``_step`` and ``state_key``."""
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+    deterministic: ClassVar[bool] = True
+    can_snapshot: ClassVar[bool] = True
+    native_snapshot: ClassVar[bool] = False
+    agent_spec: ClassVar[AgentSpec] = AgentSpec()
+
+    observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)
+    action_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)
+
+    _replay_seed: int | None = None
+    _replay_options: tuple = ()
+    _replay_actions: list[str]
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        if seed is None:  # replay needs a concrete seed: draw one from the env's own RNG
+            seed = int(self.np_random.integers(0, 2**31 - 1))
+            super().reset(seed=seed)
+        self._replay_seed = seed
+        self._replay_options = tuple(sorted((options or {}).items()))
+        self._replay_actions = []
+        return self._reset(seed, dict(options or {}))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self._replay_seed is None:
+            raise ContractError(f"{type(self).__name__}.step() called before reset()")
+        self._replay_actions.append(action)
+        return self._step(action)
+
+    # -- what a subclass implements ------------------------------------------------------------
+    def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        raise NotImplementedError
+
+    def state_key(self) -> Hashable:
+        raise NotImplementedError
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot(self) -> Any:
+        """Replay snapshot by default; see the module docstring for the contract."""
+        self._require_snapshots()
+        if self._replay_seed is None:
+            raise ContractError(f"{type(self).__name__}.snapshot() called before reset()")
+        return ReplaySnapshot(self._replay_seed, self._replay_options, tuple(self._replay_actions))
+
+    def restore(self, snapshot: Any) -> None:
+        self._require_snapshots()
+        if not isinstance(snapshot, ReplaySnapshot):
+            raise ContractError(f"{type(self).__name__}.restore() got {type(snapshot).__name__}, "
+                                "expected a ReplaySnapshot from this env's snapshot()")
+        self.reset(seed=snapshot.seed, options=dict(snapshot.options))
+        for action in snapshot.actions:
+            self.step(action)
+
+    def _require_snapshots(self) -> None:
+        if not self.can_snapshot:
+            raise CapabilityError(f"env {type(self).__name__} cannot snapshot (can_snapshot=False); "
+                                  "use a credit method that does not branch")
+
+    # -- optional ------------------------------------------------------------------------------
+    def expert_action(self) -> str | None:
+        """An oracle's next action from the current state, or None if the env has no expert."""
+        return None

@@ -1,0 +1,42 @@
+"""Every public exception of prover, in one hierarchy.
+
+Each message names the bad value, what would have been valid, and the fix. The CLI prints
+``ProverError`` subclasses as one line (no traceback); anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class ProverError(Exception):
+    """Base class: a user-facing error whose message is a complete one-line explanation."""
+
+
+class NameNotFound(ProverError, KeyError):
+    """A registry was asked for a name it does not know."""
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateName(ProverError):
+    """A different object was registered under a name that is already taken."""
+
+
+class PluginLoadError(ProverError):
+    """An entry point or ``module:Object`` target failed to import or load."""
+
+
+class ContractError(ProverError):
+    """An env broke the env contract (see ``prover.envs.check_env``)."""
+
+
+class CapabilityError(ProverError):
+    """A component needs a capability (e.g. snapshots) that another component lacks."""
+
+
+class ConfigError(ProverError):
+    """A config file or override is malformed, mistyped or names an unknown value."""
+
+
+class CheckpointError(ProverError):
+    """A checkpoint or model folder is missing or unreadable."""

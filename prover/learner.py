@@ -1,0 +1,245 @@
+"""The policy-gradient update: PPO-clip with dual clip, optional KL to the initial policy, entropy.
+
+Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl's core_algos):
+
+    L1 = -A rho,   L2 = -A clip(rho, 1 - clip_low, 1 + clip_high),   Lclip = max(L1, L2)
+    L  = min(Lclip, -A c) if A < 0 else Lclip                   (dual clip, c = dual_clip_c)
+    loss = agg(L) + kl_coef agg(KL(logp, logp_ref)) - entropy_coef agg(H)
+
+``agg`` is one of verl's loss_agg_modes, computed over a whole mini-batch (not per micro-batch, as
+verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
+The learner never knows which credit method produced the advantages.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from prover.config import LearnerConfig
+from prover.engines.hf import completion_logits, gather_logprobs, load_model, load_tokenizer
+from prover.types import Advantages, Batch
+
+
+@dataclass
+class Row:
+    """One training row: a turn's exact ids and, per completion token, old log-prob, advantage, mask."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    old_logprobs: np.ndarray  # (c,)
+    advantages: np.ndarray  # (c,)
+    loss_mask: np.ndarray  # (c,) 1 = trained on
+    traj_turns: int = 1  # turns of the trajectory this row belongs to
+
+
+def rows_from(batch: Batch, adv: Advantages, skip_zero: bool) -> list[Row]:
+    masks = adv.flat_mask()
+    traj_turns = [len(tr.turns) for g in batch.groups for tr in g.trajectories for _ in tr.turns]
+    rows = []
+    for k, (turn, a) in enumerate(zip(batch.turns(), adv.flat())):
+        m = masks[k] if masks is not None else np.ones(turn.n_tokens, dtype=np.float32)
+        if turn.n_tokens == 0 or (skip_zero and not np.any(a * m)):
+            continue
+        rows.append(Row(turn.prompt_ids, turn.completion_ids, np.asarray(turn.logprobs, np.float32),
+                        np.asarray(a, np.float32), np.asarray(m, np.float32), traj_turns[k]))
+    return rows
+
+
+def token_weights(masks: list[np.ndarray], mode: str, max_len: int,
+                  traj_turns: list[int] | None = None) -> list[np.ndarray]:
+    """Per-token weights that turn a sum over a mini-batch into ``mode``'s aggregate."""
+    n_rows = max(len(masks), 1)
+    if mode == "traj-mean-token-mean":  # each trajectory weighs the same, however many turns it has
+        share = [1.0 / t for t in (traj_turns or [1] * len(masks))]
+        total = sum(share) + 1e-8
+        return [m * s / (total * (float(m.sum()) + 1e-8)) for m, s in zip(masks, share)]
+    if mode == "token-mean":
+        total = sum(float(m.sum()) for m in masks) + 1e-8
+        return [m / total for m in masks]
+    if mode == "seq-mean-token-sum":
+        return [m / n_rows for m in masks]
+    if mode == "seq-mean-token-mean":
+        return [m / (n_rows * (float(m.sum()) + 1e-8)) for m in masks]
+    if mode == "seq-mean-token-sum-norm":  # Dr.GRPO: a constant normaliser
+        return [m / max_len for m in masks]
+    raise ValueError(f"unknown loss aggregation {mode!r}")
+
+
+def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "k1":
+        return logp - ref
+    if kind == "k2":
+        return 0.5 * (logp - ref) ** 2
+    if kind == "abs":
+        return (logp - ref).abs()
+    d = (ref - logp).clamp(-20, 20)  # k3, verl's low_var_kl; clamping d first keeps exp finite
+    return (torch.exp(d) - d - 1).clamp(-10, 10)
+
+
+def ppo_token_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor,
+                   cfg: LearnerConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dual-clip PPO loss per token, and where the clipped term won (for ``clipfrac``)."""
+    ratio = torch.exp((logp - old).clamp(-20, 20))  # clamped as upstream verl does
+    l1 = -adv * ratio
+    l2 = -adv * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+    lclip = torch.maximum(l1, l2)
+    return torch.where(adv < 0, torch.minimum(lclip, -adv * cfg.dual_clip_c), lclip), l2 > l1
+
+
+def _pad(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
+    """Right-align each array in a row of ``width`` (completions end at the last column)."""
+    out = torch.zeros((len(arrays), width), dtype=torch.float32)
+    for i, a in enumerate(arrays):
+        out[i, width - len(a):] = torch.from_numpy(np.asarray(a, np.float32))
+    return out.to(device)
+
+
+class Learner:
+    """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference."""
+
+    def __init__(self, model_path: str | Path, cfg: LearnerConfig, *, dtype: str = "float32",
+                 max_completion_tokens: int = 32, seed: int = 0) -> None:
+        from accelerate import Accelerator
+
+        self.cfg = cfg
+        self.max_len = max_completion_tokens
+        self.rng = random.Random(seed)
+        self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        self.tokenizer = load_tokenizer(model_path)
+        self.pad_id = self.tokenizer.pad_token_id
+        model = load_model(model_path, dtype)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.ref = None
+        if cfg.kl_coef > 0:
+            self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)
+
+    # -- weights -----------------------------------------------------------------------------------
+    def unwrapped(self) -> torch.nn.Module:
+        return self.accelerator.unwrap_model(self.model)
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.unwrapped().state_dict()
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.unwrapped().save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    def optimizer_state(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state)
+
+    # -- RL ----------------------------------------------------------------------------------------
+    def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
+        """PPO epochs over the batch's turn rows; returns "learner/..." metrics."""
+        rows = rows_from(batch, adv, self.cfg.skip_zero_advantage_rows)
+        sums: dict[str, float] = {}
+        n_updates = 0
+        for _ in range(self.cfg.ppo_epochs):
+            self.rng.shuffle(rows)
+            for start in range(0, len(rows), self.cfg.mini_batch_rows):
+                for k, v in self._mini_batch(rows[start:start + self.cfg.mini_batch_rows]).items():
+                    sums[k] = sums.get(k, 0.0) + v
+                n_updates += 1
+        out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
+        out["learner/rows"] = float(len(rows))
+        out["learner/tokens"] = float(sum(float(r.loss_mask.sum()) for r in rows))
+        out["learner/updates"] = float(n_updates)
+        return out
+
+    def _mini_batch(self, rows: list[Row]) -> dict[str, float]:
+        cfg = self.cfg
+        weights = token_weights([r.loss_mask for r in rows], cfg.loss_agg, self.max_len,
+                                [r.traj_turns for r in rows])
+        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0}
+        self.optimizer.zero_grad(set_to_none=True)
+        for start in range(0, len(rows), cfg.micro_batch_rows):
+            micro, w = rows[start:start + cfg.micro_batch_rows], weights[start:start + cfg.micro_batch_rows]
+            logits, targets, mask = completion_logits(self.model, [r.prompt_ids for r in micro],
+                                                      [r.completion_ids for r in micro], self.pad_id)
+            dev, width = logits.device, logits.shape[1]
+            logp = gather_logprobs(logits, targets)
+            old, a, wt = (_pad([r.old_logprobs for r in micro], width, dev),
+                          _pad([r.advantages for r in micro], width, dev), _pad(w, width, dev))
+            pg, clipped = ppo_token_loss(torch.where(mask, logp, old), old, a, cfg)
+            total = pg
+            logp_all = torch.log_softmax(logits, dim=-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            if cfg.entropy_coef > 0:
+                total = total - cfg.entropy_coef * entropy
+            kl = torch.zeros_like(pg)
+            if self.ref is not None:
+                with torch.no_grad():
+                    rl, rt, _ = completion_logits(self.ref, [r.prompt_ids for r in micro],
+                                                  [r.completion_ids for r in micro], self.pad_id)
+                    ref_logp = gather_logprobs(rl, rt)
+                kl = kl_penalty(logp, ref_logp, cfg.kl_type)
+                total = total + cfg.kl_coef * kl
+            loss = torch.where(mask, total * wt, torch.zeros_like(total)).sum()
+            self.accelerator.backward(loss)
+            with torch.no_grad():
+                def agg(x: torch.Tensor) -> float:
+                    return float(torch.where(mask, x * wt, torch.zeros_like(x)).sum())
+                stats["pg_loss"] += agg(pg)
+                stats["kl"] += agg(kl)
+                stats["entropy"] += agg(entropy)
+                stats["clipfrac"] += agg(clipped.float())
+                stats["ppo_kl"] += agg(old - logp)
+        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        stats["grad_norm"] = float(grad_norm)
+        return stats
+
+    # -- SFT ---------------------------------------------------------------------------------------
+    def sft(self, rows: list[tuple[list[int], list[int]]], epochs: int, batch_rows: int,
+            prompt_weight: float = 0.0, on_batch: Any = None) -> dict[str, float]:
+        """Behaviour cloning: weighted token-mean negative log-likelihood.
+
+        Completion tokens weigh 1 and prompt tokens ``prompt_weight``: a tiny model trained from
+        scratch learns the env's text (and to copy entities within it) from the prompts far faster
+        than from the few completion tokens alone. The reported loss is over completions only.
+        """
+        losses = []
+        rows = list(rows)
+        for _ in range(epochs):
+            self.rng.shuffle(rows)
+            for start in range(0, len(rows), batch_rows):
+                chunk = rows[start:start + batch_rows]
+                self.optimizer.zero_grad(set_to_none=True)
+                total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
+                for m in range(0, len(chunk), self.cfg.micro_batch_rows):
+                    micro = chunk[m:m + self.cfg.micro_batch_rows]
+                    if prompt_weight > 0:
+                        prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
+                    else:
+                        prompts, completions = [p for p, _ in micro], [c for _, c in micro]
+                    logits, targets, mask = completion_logits(self.model, prompts, completions, self.pad_id)
+                    nll = -gather_logprobs(logits, targets)
+                    weight = mask.float()
+                    if prompt_weight > 0:  # completions are the last len(c) columns of each row
+                        is_completion = torch.zeros_like(mask)
+                        for i, (_, c) in enumerate(micro):
+                            is_completion[i, mask.shape[1] - len(c):] = True
+                        weight = weight * torch.where(is_completion, 1.0, prompt_weight)
+                    else:
+                        is_completion = mask
+                    loss = torch.where(mask, nll * weight, torch.zeros_like(nll)).sum() / total
+                    self.accelerator.backward(loss)
+                    with torch.no_grad():
+                        losses.append(float(torch.where(is_completion & mask, nll, 0.0).sum())
+                                      / max(float((is_completion & mask).sum()), 1.0))
+                self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+                self.optimizer.step()
+                if on_batch is not None:
+                    on_batch()
+        return {"sft/loss_first": losses[0] if losses else float("nan"),
+                "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan")}

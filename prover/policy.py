@@ -1,0 +1,87 @@
+"""The starting policy of a run: a given checkpoint folder, or the tiny model, then the warm start.
+
+Both products are folders under ``<run.dir>/models``, named by a hash of every setting that shapes
+them, written atomically and reused when present: a resumed or repeated run does not redo them, and a
+changed setting never picks up a stale one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from prover.config import TrainConfig
+from prover.engines.hf import check_model_dir
+from prover.envs.base import TextEnv
+from prover.progress import Reporter
+from prover.run import RunDir
+
+
+def settings_key(*parts: object) -> str:
+    """A short hash of the settings that determine a built folder."""
+    text = json.dumps([p.model_dump(mode="json") if hasattr(p, "model_dump") else p for p in parts], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    if (target / "config.json").is_file():
+        return target
+    tmp = target.with_name(f".tmp-{target.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    build(tmp)
+    os.rename(tmp, target)
+    return target
+
+
+def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
+    if cfg.model.path != "tiny":
+        return check_model_dir(cfg.model.path)
+    from prover.engines.tiny import build_tiny_policy
+
+    t = cfg.model.tiny
+    key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
+    return _build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
+        make_env, out, vocab_size=t.vocab_size, hidden_size=t.hidden_size, num_layers=t.num_layers,
+        num_heads=t.num_heads, intermediate_size=t.intermediate_size, corpus_episodes=t.corpus_episodes,
+        seed=cfg.seed, history_window=cfg.rollout.history_window))
+
+
+def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], TextEnv],
+               report: Reporter) -> dict[str, float]:
+    """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
+    from prover.learner import Learner
+    from prover.warmstart import expert_rows
+
+    ws = cfg.warmstart
+    learner = Learner(base, cfg.learner.model_copy(update={"lr": ws.lr}), dtype=cfg.model.dtype, seed=cfg.seed)
+    rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
+                       seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
+                       chat_kwargs=cfg.model.chat_template_kwargs)
+    n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)
+    with report.task(f"warm start: {len(rows)} turns x {ws.epochs} epochs", total=n_batches) as tick:
+        stats = learner.sft(rows, ws.epochs, ws.batch_rows, prompt_weight=ws.prompt_loss_weight, on_batch=tick)
+    learner.save_pretrained(out)
+    stats["sft/rows"] = float(len(rows))
+    return stats
+
+
+def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
+    """The folder the RL phase starts from."""
+    base = base_policy(cfg, run, make_env)
+    if not cfg.warmstart.enabled:
+        return base
+    stats: dict[str, float] = {}
+
+    def build(out: Path) -> None:
+        stats.update(warm_start(cfg, base, out, make_env, report))
+
+    key = settings_key(str(base), cfg.warmstart, cfg.learner.micro_batch_rows, cfg.learner.grad_clip,
+                       cfg.model.dtype, cfg.rollout.max_turns, cfg.rollout.history_window)
+    folder = _build_once(run.model_dir(f"warmstart-{key}"), build)
+    if stats:
+        report.note("warm start " + ", ".join(f"{k.split('/')[1]} {v:.3g}" for k, v in stats.items()))
+    return folder

@@ -1,0 +1,58 @@
+"""What a run shows a person: rich progress bars and one line per step, eval and summary."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class Reporter:
+    def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.quiet = quiet
+
+    def _progress(self) -> Progress:
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=self.console, transient=True, disable=self.quiet)
+
+    @contextmanager
+    def task(self, description: str, total: int) -> Iterator[Callable[[], None]]:
+        with self._progress() as bar:
+            tid = bar.add_task(description, total=total)
+            yield lambda: bar.advance(tid)
+
+    @contextmanager
+    def steps(self, total: int, start: int = 0) -> Iterator[Callable[[], None]]:
+        with self._progress() as bar:
+            tid = bar.add_task("RL steps", total=total, completed=start)
+            self._bar = bar
+            yield lambda: bar.advance(tid)
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(text)
+
+    def step_line(self, r: dict[str, Any], total: int) -> None:
+        self.note(
+            f"step {r['step']}/{total} | success {r['rollout/success']:.2f} | turns {r['rollout/turns']:.1f} | "
+            f"loss {r.get('learner/pg_loss', 0.0):+.4f} | tokens {r['cost/rollout_tokens'] / 1000:.1f}k | "
+            f"time rollout {r['time/rollout']:.1f}s credit {r['time/credit']:.2f}s "
+            f"learner {r['time/learner']:.1f}s sync {r['time/sync']:.2f}s")
+
+    def eval_line(self, r: dict[str, Any]) -> None:
+        self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "
+                  f"({int(r['eval/episodes'])} episodes)")
+
+    def summary(self, history: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
+        evals = [r for r in history if r["phase"] == "eval"]
+        first, last = evals[0] if evals else None, evals[-1] if evals else None
+        out = {"success_before_rl": first["eval/success"] if first else None,
+               "success_after_rl": last["eval/success"] if last else None,
+               "steps": max((r["step"] for r in history), default=0)}
+        if first and last:
+            self.note(f"held-out success: after warm start {out['success_before_rl']:.3f} -> "
+                      f"after RL {out['success_after_rl']:.3f} (step {last['step']})")
+        return out

@@ -1,0 +1,142 @@
+"""One ``Registry`` type for every plugin kind: envs, judges, credit assigners, engines.
+
+A name resolves, in order, to
+1. an object registered in code (``@CREDIT.register("grpo")`` or ``ENVS.register("x", "pkg.mod:Cls")``),
+2. an installed entry point in the registry's group (``prover.envs`` ...), read lazily the first time a
+   name is missing, never at ``import prover`` (gym 0.21/0.24 crashed on import from eager scans),
+3. a ``"package.module:Object"`` string.
+
+Targets may be objects or ``"module:Object"`` strings; strings are imported only when asked for, so
+heavy optional dependencies load only for the name that needs them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from prover.errors import DuplicateName, NameNotFound, PluginLoadError
+
+AUTOLOAD_OFF_VAR = "PROVER_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@dataclass
+class Entry:
+    """One registered name: its target (object or ``module:Object`` string) and where it came from."""
+
+    name: str
+    target: Any
+    origin: str  # "code", "entry point (<distribution> <version>)" or "module:Object string"
+    loaded: Any = None
+
+    def load(self) -> Any:
+        if self.loaded is None:
+            is_str = isinstance(self.target, str)
+            self.loaded = _import_target(self.target, self.name, self.origin) if is_str else self.target
+        return self.loaded
+
+
+def _import_target(spec: str, name: str, origin: str = "") -> Any:
+    who = f"{name!r} (from {origin})" if origin else repr(name)  # names the distribution of an entry point
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PluginLoadError(f"{who}: target {spec!r} is not of the form 'package.module:Object'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # any failure of a plugin's import is that plugin's failure only
+        raise PluginLoadError(f"{who}: could not load {spec!r}: {type(exc).__name__}: {exc}") from exc
+    return obj
+
+
+class Registry:
+    """Names to objects for one plugin kind, with lazy entry points and precise errors."""
+
+    def __init__(self, kind: str, group: str) -> None:
+        self.kind = kind  # "env", "credit assigner", ... (for messages)
+        self.group = group  # entry-point group, e.g. "prover.envs"
+        self._entries: dict[str, Entry] = {}
+        self._scanned = False
+
+    def register(self, name: str, target: Any = None) -> Any:
+        """Register ``target`` under ``name``; without a target, return a decorator."""
+        if target is None:
+            def decorator(obj: Callable) -> Callable:
+                self._add(Entry(name, obj, "code"))
+                return obj
+            return decorator
+        self._add(Entry(name, target, "code"))
+        return target
+
+    def _add(self, entry: Entry) -> None:
+        old = self._entries.get(entry.name)
+        if old is not None and old.target is not entry.target and old.target != entry.target:
+            raise DuplicateName(
+                f"{self.kind} name {entry.name!r} is already registered (from {old.origin}); "
+                "pick another name or unregister the old one first"
+            )
+        self._entries.setdefault(entry.name, entry)
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def _scan_entry_points(self) -> None:
+        """Add the group's entry points as unloaded entries; an entry point never overrides code."""
+        if self._scanned or os.environ.get(AUTOLOAD_OFF_VAR, "") not in ("", "0"):
+            return
+        self._scanned = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=self.group):
+            if ep.name in self._entries:
+                continue
+            dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
+            self._entries[ep.name] = Entry(ep.name, ep.value, f"entry point ({dist})")
+
+    def get(self, name: str) -> Any:
+        """The object for ``name``: code registrations, then entry points, then ``module:Object``."""
+        if not isinstance(name, str) or not name:
+            raise NameNotFound(f"{self.kind} name must be a non-empty string, got {name!r}")
+        if name not in self._entries:
+            self._scan_entry_points()
+        if name in self._entries:
+            return self._entries[name].load()
+        if ":" in name:
+            obj = _import_target(name, name)
+            self._entries[name] = Entry(name, obj, "module:Object string", loaded=obj)
+            return obj
+        known = sorted(self._entries)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise NameNotFound(
+            f"unknown {self.kind} {name!r}; known: {', '.join(known) or '(none)'}{hint} "
+            "(or give a 'package.module:Object' string)"
+        )
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name not in self._entries:
+            self._scan_entry_points()
+        return name in self._entries
+
+    def entries(self) -> Iterator[Entry]:
+        """Every known name (after reading entry points), sorted, with its origin."""
+        self._scan_entry_points()
+        for name in sorted(self._entries):
+            yield self._entries[name]
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries()]
+
+
+ENVS = Registry("env", "prover.envs")
+CREDIT = Registry("credit assigner", "prover.credit")
+JUDGES = Registry("judge", "prover.judges")
+ENGINES = Registry("engine", "prover.engines")
+REGISTRIES = {"envs": ENVS, "credit": CREDIT, "judges": JUDGES, "engines": ENGINES}

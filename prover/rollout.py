@@ -1,0 +1,121 @@
+"""Rollout: many episodes in lockstep, one batched ``generate`` per turn across all live episodes.
+
+Each turn's prompt is the task plus the last few (observation, action) pairs, rendered by the env's
+``AgentSpec`` and encoded once through the tokenizer's chat template; the ids the engine saw and
+produced are what the ``Turn`` keeps (nothing is re-tokenized later). Groups share a task seed, so
+their G episodes start from the same state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from prover.envs.agent_spec import AgentSpec
+from prover.envs.base import TextEnv
+from prover.types import Batch, Group, SamplingParams, Trajectory, Turn
+
+
+def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
+    """The env's agent spec, with the history window overridden when the config asks."""
+    spec = env.agent_spec
+    return spec if history_window is None else dataclasses.replace(spec, history_window=history_window)
+
+
+def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None) -> list[int]:
+    """Prompt ids: one user message through the chat template, ready for the assistant's answer."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                        tokenize=True, **(chat_kwargs or {}))
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def encode_completion(tokenizer: Any, text: str) -> list[int]:
+    """Completion ids for a known answer (the warm start's targets): its text, then end of turn."""
+    return list(tokenizer.encode(text, add_special_tokens=False)) + [tokenizer.eos_token_id]
+
+
+@dataclass
+class _Episode:
+    env: TextEnv
+    traj: Trajectory
+    obs: str
+    info: dict
+    history: list[tuple[str, str]] = field(default_factory=list)
+    done: bool = False
+
+
+class Rollout:
+    """Collects groups of episodes with an engine; owns a pool of envs reused across calls."""
+
+    def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
+                 sampling: SamplingParams, history_window: int | None = None,
+                 chat_kwargs: dict | None = None) -> None:
+        self.make_env = make_env
+        self.engine = engine
+        self.max_turns = max_turns
+        self.sampling = sampling
+        self.history_window = history_window
+        self.chat_kwargs = chat_kwargs or {}
+        self._pool: list[TextEnv] = []
+        self.tokens_generated = 0
+
+    def _envs(self, n: int) -> list[TextEnv]:
+        while len(self._pool) < n:
+            self._pool.append(self.make_env())
+        return self._pool[:n]
+
+    def run(self, task_seeds: list[int], group_size: int, *, split: str = "train", seed: int = 0,
+            record_snapshots: bool = False, sampling: SamplingParams | None = None,
+            on_turn: Callable[[int, int], None] | None = None) -> Batch:
+        """Play ``group_size`` episodes of every task; returns them as groups, in task order."""
+        episodes = []
+        for env, (task_seed, g) in zip(self._envs(len(task_seeds) * group_size),
+                                       [(s, g) for s in task_seeds for g in range(group_size)]):
+            obs, info = env.reset(seed=task_seed, options={"split": split})
+            task_id = f"{split}/{task_seed}"
+            traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)))
+            episodes.append(_Episode(env, traj, obs, info))
+        self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
+        groups = [Group(f"{split}/{s}", [e.traj for e in episodes[i * group_size:(i + 1) * group_size]])
+                  for i, s in enumerate(task_seeds)]
+        return Batch(groups)
+
+    def _play(self, episodes: list[_Episode], seed: int, record_snapshots: bool, sampling: SamplingParams,
+              on_turn: Callable[[int, int], None] | None) -> None:
+        tok = self.engine.tokenizer
+        for turn in range(self.max_turns):
+            live = [e for e in episodes if not e.done]
+            if not live:
+                break
+            specs = [agent_spec_for(e.env, self.history_window) for e in live]
+            prompts = [encode_prompt(tok, spec.render(e.traj.task_text, e.obs, e.info.get("admissible_actions"),
+                                                      e.history, len(e.history)), self.chat_kwargs)
+                       for spec, e in zip(specs, live)]
+            gens = self.engine.generate(prompts, sampling, seed=seed * 7919 + turn)
+            for spec, e, prompt, gen in zip(specs, live, prompts, gens):
+                text_ids = gen.token_ids[:-1] if gen.finish_reason == "stop" else gen.token_ids
+                text = tok.decode(text_ids, skip_special_tokens=False)
+                parsed = spec.parse(text)
+                state_key = e.env.state_key()
+                snapshot = e.env.snapshot() if record_snapshots else None
+                obs, reward, term, trunc, info = e.env.step(parsed.action)
+                e.traj.turns.append(Turn(
+                    prompt_ids=prompt, completion_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
+                    observation=e.obs, completion_text=text, action=parsed.action,
+                    format_valid=parsed.format_valid, action_valid=bool(info.get("is_action_valid", True)),
+                    reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history)))
+                self.tokens_generated += len(gen.token_ids)
+                e.history.append((e.obs, parsed.action))
+                e.obs, e.info = obs, info
+                if term or trunc:
+                    e.done = True
+                    e.traj.won = bool(info.get("won", False))
+                    e.traj.truncated = bool(trunc and not term)
+            if on_turn is not None:
+                on_turn(turn, len(live))
+        for e in episodes:
+            if not e.done:
+                e.done, e.traj.truncated = True, True

@@ -1,0 +1,109 @@
+"""The run folder: resolved config, metrics.jsonl, models and atomic checkpoints.
+
+    <run.dir>/config.yaml          the resolved config of the run
+    <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
+    <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
+    <run.dir>/models/warmstart-<hash>  the policy after SFT
+    <run.dir>/checkpoints/step-N   model, tokenizer, optimizer.pt, rng.pt, state.json
+
+A checkpoint is written to a temporary folder and renamed into place, so a run killed at any moment
+leaves the previous checkpoint intact. Metrics are appended before the checkpoint is written; on
+resume, lines after the checkpoint's step are dropped and that step is run again, so the history
+has no step lost and none duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from prover.config import TrainConfig, dump_config
+from prover.errors import CheckpointError
+
+
+class RunDir:
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.path = Path(cfg.run.dir)
+        self.metrics_path = self.path / "metrics.jsonl"
+        self.ckpt_root = self.path / "checkpoints"
+
+    def start(self, fresh: bool) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if fresh:  # a new run in an old folder starts a new history
+            self.metrics_path.unlink(missing_ok=True)
+            shutil.rmtree(self.ckpt_root, ignore_errors=True)
+        write_atomic(self.path / "config.yaml", dump_config(self.cfg))
+
+    def model_dir(self, name: str) -> Path:
+        return self.path / "models" / name
+
+    # -- metrics -----------------------------------------------------------------------------------
+    def log(self, record: dict[str, Any]) -> None:
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def history(self) -> list[dict[str, Any]]:
+        if not self.metrics_path.is_file():
+            return []
+        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+
+    def truncate_history(self, last_step: int) -> None:
+        kept = [r for r in self.history() if r["step"] <= last_step]
+        write_atomic(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def latest_checkpoint(self) -> Path | None:
+        if not self.ckpt_root.is_dir():
+            return None
+        done = [p for p in self.ckpt_root.glob("step-*") if (p / "state.json").is_file()]
+        return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+    def save_checkpoint(self, step: int, learner: Any) -> Path:
+        self.ckpt_root.mkdir(parents=True, exist_ok=True)
+        tmp = self.ckpt_root / f".tmp-step-{step}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        learner.save_pretrained(tmp)
+        torch.save(learner.optimizer_state(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step}))
+        final = self.ckpt_root / f"step-{step}"
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+        done = sorted((p for p in self.ckpt_root.glob("step-*")), key=lambda p: int(p.name.split("-")[1]))
+        for old in done[:-self.cfg.run.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def require_checkpoint(self) -> Path:
+        ckpt = self.latest_checkpoint()
+        if ckpt is None:
+            raise CheckpointError(f"--resume: no checkpoint in {str(self.ckpt_root)!r}; "
+                                  "start the run without --resume")
+        return ckpt
+
+
+def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
+    """Restore optimizer and RNG into ``learner`` (its weights came from the folder); return the step."""
+    try:
+        learner.load_optimizer_state(torch.load(ckpt / "optimizer.pt", weights_only=False))
+        rng = torch.load(ckpt / "rng.pt", weights_only=False)
+        step = int(json.loads((ckpt / "state.json").read_text())["step"])
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {exc}") from None
+    torch.set_rng_state(rng["torch"])
+    learner.rng.setstate(rng["learner"])
+    return step
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,138 @@
+"""The training loop, top to bottom as in DESIGN.md:
+
+    rollout -> credit (judge, brancher) -> learner update -> weight sync -> metrics, checkpoint
+
+Everything that varies (env, engine, credit method, judge) comes from a registry by name; this file
+never asks which one it is running.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from prover.config import TrainConfig
+from prover.credit import CreditContext, make_credit
+from prover.envs import make_env
+from prover.progress import Reporter
+from prover.registry import ENGINES
+from prover.rollout import Rollout
+from prover.run import RunDir, load_checkpoint_state
+from prover.types import Batch, SamplingParams
+
+TRAIN_SEED_RANGE = 1_000_000
+
+
+@dataclass
+class Phases:
+    """Wall time per phase of one step (the "time/..." metrics)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+        return out
+
+
+def task_seeds(cfg: TrainConfig, step: int) -> list[int]:
+    """The train tasks of one step: a pure function of (seed, step), so a resumed step repeats exactly."""
+    return random.Random(f"{cfg.seed}/{step}").sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
+
+
+def batch_metrics(batch: Batch) -> dict[str, float]:
+    trajs = [t for g in batch.groups for t in g.trajectories]
+    turns = batch.turns()
+    return {
+        "rollout/success": float(np.mean([t.won for t in trajs])),
+        "rollout/turns": float(np.mean([len(t.turns) for t in trajs])),
+        "rollout/format_valid": float(np.mean([t.format_valid for t in turns])) if turns else 0.0,
+        "rollout/action_valid": float(np.mean([t.action_valid for t in turns])) if turns else 0.0,
+        "rollout/mixed_groups": float(np.mean([0 < g.n_won < len(g.trajectories) for g in batch.groups])),
+        "cost/rollout_tokens": float(sum(t.n_tokens for t in turns)),
+    }
+
+
+class Trainer:
+    """Builds the parts from a config and runs the loop. ``Trainer(cfg).train()``."""
+
+    def __init__(self, cfg: TrainConfig, resume: bool = False, reporter: Reporter | None = None) -> None:
+        from prover.policy import prepare_policy
+        from prover.learner import Learner
+
+        self.cfg, self.resume = cfg, resume
+        self.run = RunDir(cfg)
+        self.report = reporter or Reporter()
+        ckpt = self.run.require_checkpoint() if resume else None
+        self.run.start(fresh=not resume)
+        self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
+        policy_dir = ckpt or prepare_policy(cfg, self.run, self.make_env, self.report)
+        self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
+                               max_completion_tokens=cfg.rollout.sampling.max_new_tokens)
+        self.start_step = load_checkpoint_state(ckpt, self.learner) if ckpt else 0
+        if ckpt:
+            self.run.truncate_history(self.start_step)
+        self.engine = ENGINES.get(cfg.engine.name)(str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+        s = cfg.rollout.sampling
+        self.sampling = SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k)
+        self.rollout = Rollout(self.make_env, self.engine, max_turns=cfg.rollout.max_turns, sampling=self.sampling,
+                               history_window=cfg.rollout.history_window,
+                               chat_kwargs=cfg.model.chat_template_kwargs)
+        self.credit = make_credit(cfg)
+        self.ctx = CreditContext(config=cfg)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out success: one episode per task of the eval split, the same tasks every time."""
+        e = self.cfg.eval
+        params = SamplingParams(self.sampling.max_new_tokens, e.temperature, self.sampling.top_p, self.sampling.top_k)
+        with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
+            batch = self.rollout.run(list(range(e.episodes)), 1, split=e.split, seed=self.cfg.seed + 99991,
+                                     sampling=params, on_turn=lambda *_: tick())
+        record = {"step": step, "phase": "eval", "eval/success": batch_metrics(batch)["rollout/success"],
+                  "eval/episodes": float(e.episodes)}
+        self.run.log(record)
+        self.report.eval_line(record)
+        return record
+
+    def train(self) -> dict[str, Any]:
+        cfg, run = self.cfg, self.run
+        if self.start_step == 0:
+            self.evaluate(0)  # success after the warm start, before any RL
+        with self.report.steps(cfg.steps, start=self.start_step) as advance:
+            for step in range(self.start_step + 1, cfg.steps + 1):
+                phases, self.ctx.step = Phases(), step
+                self.learner.rng.seed(f"{cfg.seed}/{step}/shuffle")
+                # 1. rollout: G episodes of each task, with snapshots when the method branches
+                batch = phases.timed("rollout", self.rollout.run, task_seeds(cfg, step), cfg.rollout.group_size,
+                                     split="train", seed=cfg.seed * 1_000_003 + step,
+                                     record_snapshots=self.credit.needs_snapshots)
+                # 2. credit: per-token advantages (judge and brancher are reached through ctx)
+                adv = phases.timed("credit", self.credit.assign, batch, self.ctx)
+                # 3. learner: PPO-clip update on every turn row
+                learner_stats = phases.timed("learner", self.learner.update, batch, adv)
+                # 4. weight sync: the engine samples from the updated policy next step
+                phases.timed("sync", self.engine.update_weights, self.learner)
+                # 5. metrics, then checkpoint (a crash between them repeats this step on resume)
+                record = {"step": step, "phase": "train", **batch_metrics(batch), **adv.metrics, **learner_stats,
+                          **{f"time/{k}": v for k, v in phases.seconds.items()},
+                          "time/step": sum(phases.seconds.values())}
+                run.log(record)
+                self.report.step_line(record, cfg.steps)
+                if step % cfg.run.checkpoint_every == 0 or step == cfg.steps:
+                    run.save_checkpoint(step, self.learner)
+                if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
+                    self.evaluate(step)
+                advance()
+        final = self.evaluate(cfg.steps) if not any(
+            r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
+        return self.report.summary(run.history(), final)
+
+
+def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
+    return Trainer(cfg, resume=resume).train()
+

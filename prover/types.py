@@ -1,0 +1,159 @@
+"""The data that crosses rooms: what rollout records, what credit reads, what the learner trains on.
+
+Shapes are given per field. Nothing is re-tokenized after the fact: a ``Turn`` keeps the exact token
+ids the engine saw and produced, so "restart from turn t" and the training row are both exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+import numpy as np
+
+
+@dataclass
+class SamplingParams:
+    """How the engine samples one completion. ``temperature == 0`` means greedy."""
+
+    max_new_tokens: int = 32
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@dataclass
+class Generation:
+    """One completion from an engine.
+
+    token_ids: (n,) generated ids, the stop token included when one ended the completion.
+    logprobs:  (n,) log-prob of each generated id under the sampling distribution.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" or "length"
+    cached_tokens: int = 0  # prompt tokens the engine served from its prefix cache
+
+
+@dataclass
+class Turn:
+    """One policy decision and the env's answer to it: one training row.
+
+    prompt_ids:     (p,) the exact prompt token ids the engine saw.
+    completion_ids: (c,) the exact ids it produced (the policy tokens of this row).
+    logprobs:       (c,) their log-probs under the sampling policy.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    observation: str  # the env observation the prompt was built from (state before the turn)
+    completion_text: str
+    action: str  # the parsed action sent to the env
+    format_valid: bool  # the completion followed the env's output format (the <action> tags)
+    action_valid: bool  # the env accepted the action (info["is_action_valid"])
+    reward: float  # env reward for this step
+    state_key: Hashable  # env.state_key() before the turn
+    snapshot: Any = None  # env.snapshot() before the turn, when branching is on
+    history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.completion_ids)
+
+
+@dataclass
+class Trajectory:
+    """One episode of the policy in one env from a task's initial state."""
+
+    traj_id: str
+    task_id: str  # the task (seed + split) shared by its group
+    task_text: str
+    turns: list[Turn] = field(default_factory=list)
+    won: bool = False
+    truncated: bool = False  # ended by the turn cap, not by the env
+
+    @property
+    def env_return(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(t.n_tokens for t in self.turns)
+
+
+@dataclass
+class Group:
+    """G trajectories that share one task (same seed, same initial state)."""
+
+    task_id: str
+    trajectories: list[Trajectory]
+
+    @property
+    def n_won(self) -> int:
+        return sum(t.won for t in self.trajectories)
+
+
+@dataclass
+class Batch:
+    """All groups of one training step."""
+
+    groups: list[Group]
+
+    def turns(self) -> list[Turn]:
+        """Every turn, in group, trajectory, turn order (the order of ``Advantages.flat``)."""
+        return [turn for g in self.groups for tr in g.trajectories for turn in tr.turns]
+
+    @property
+    def n_trajectories(self) -> int:
+        return sum(len(g.trajectories) for g in self.groups)
+
+
+@dataclass
+class Advantages:
+    """Per-token advantages for every policy turn of a batch.
+
+    values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages.
+    loss_mask:       same nesting; None means every completion token is trained on. A method that
+                     removes tokens from the loss (SPO's probability mask) sets 0 there.
+    metrics:         namespaced scalars the method wants logged ("credit/...").
+    """
+
+    values: list[list[list[np.ndarray]]]
+    loss_mask: list[list[list[np.ndarray]]] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def flat(self) -> list[np.ndarray]:
+        return [a for g in self.values for tr in g for a in tr]
+
+    def flat_mask(self) -> list[np.ndarray] | None:
+        if self.loss_mask is None:
+            return None
+        return [m for g in self.loss_mask for tr in g for m in tr]
+
+
+@dataclass
+class Segment:
+    """Turns [start, end] (inclusive) of one trajectory."""
+
+    traj_id: str
+    start_turn: int
+    end_turn: int
+
+
+@dataclass
+class Proposal:
+    """A judge's answer: the segment it thinks made the difference, and why."""
+
+    segment: Segment
+    rationale: str = ""
+
+
+@dataclass
+class StepStats:
+    """What one training step measured: the columns every benchmark prints."""
+
+    step: int
+    metrics: dict[str, float]

@@ -1,0 +1,48 @@
+"""SFT warm start: behaviour cloning of expert episodes with a share of random actions mixed in.
+
+A randomly initialised tiny model would never succeed, and RL on zero successes learns nothing (every
+GRPO group has zero variance). So before RL the policy clones an expert whose action, on a
+``random_action_share`` of turns, is a random admissible one instead: the clone then plays like a
+noisy expert and starts from a middling success rate that RL can improve on.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from prover.envs.base import TextEnv
+from prover.errors import CapabilityError
+from prover.rollout import agent_spec_for, encode_completion, encode_prompt
+
+
+def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: int, random_share: float,
+                seed: int, max_turns: int, history_window: int | None = None,
+                chat_kwargs: dict | None = None) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids) for every turn of noisy-expert episodes on the train split.
+
+    The episode follows the recorded action, so states after a random action (and the expert's
+    recovery from them) are in the data, as they will be in the policy's own rollouts.
+    """
+    rng = random.Random(seed)
+    env = make_env()
+    spec = agent_spec_for(env, history_window)
+    rows = []
+    for ep in range(episodes):
+        obs, info = env.reset(seed=10_000_000 + seed * 100_003 + ep, options={"split": "train"})
+        task, history = info.get("task", obs), []
+        for step in range(max_turns):
+            expert = env.expert_action()
+            if expert is None:
+                raise CapabilityError(f"env {type(env).__name__} has no expert (expert_action() returned None); "
+                                      "turn the warm start off with warmstart.enabled=false")
+            actions = [a for a in (info.get("admissible_actions") or []) if a not in spec.hidden_actions]
+            action = rng.choice(actions) if actions and rng.random() < random_share else expert
+            prompt = encode_prompt(tokenizer, spec.render(task, obs, info.get("admissible_actions"), history, step),
+                                   chat_kwargs)
+            rows.append((prompt, encode_completion(tokenizer, spec.format_action(action))))
+            history.append((obs, action))
+            obs, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                break
+    return rows

@@ -1,0 +1,107 @@
+"""Shared test setup. Fixtures are grouped by topic; add new groups below, each under its own header."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# litellm (pulled in by some judges) would otherwise fetch its model cost map over the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+try:  # keep torch from using every core: the suite runs next to other work
+    import torch
+
+    torch.set_num_threads(2)
+except ImportError:  # pragma: no cover - torch is a dependency, but the conftest must not need it
+    pass
+
+
+# =================================================================================================
+# Batches and configs for credit / learner tests
+# =================================================================================================
+
+TOKENS_PER_TURN = 3
+
+
+def build_batch(spec, n_tokens: int = TOKENS_PER_TURN):
+    """A ``prover.types.Batch`` from a nested spec, one list per group, one tuple per trajectory.
+
+    Each trajectory is ``(won, n_turns, format_valid)`` or ``(won, n_turns, format_valid, tokens)``:
+      won:          bool; a won trajectory has reward 1.0 on its last turn (0.0 everywhere else),
+      n_turns:      its number of turns (a won trajectory needs at least one),
+      format_valid: a list with one bool per turn, or None for all valid,
+      tokens:       optional list with the number of completion tokens per turn (default ``n_tokens``).
+
+    Prompt ids, log-probs and texts are arbitrary but distinct per turn; ids are traceable as
+    ``prompt_ids[0] == 1000 * g + 100 * i + t`` (group g, trajectory i, turn t).
+    """
+    from prover.types import Batch, Group, Trajectory, Turn
+
+    groups = []
+    for g, group_spec in enumerate(spec):
+        trajs = []
+        for i, traj_spec in enumerate(group_spec):
+            won, n_turns, fmt, *rest = traj_spec
+            fmt = [True] * n_turns if fmt is None else list(fmt)
+            tokens = list(rest[0]) if rest else [n_tokens] * n_turns
+            if len(fmt) != n_turns or len(tokens) != n_turns:
+                raise ValueError(f"spec {traj_spec!r}: format_valid and tokens need one entry per turn")
+            if won and n_turns == 0:
+                raise ValueError(f"spec {traj_spec!r}: a won trajectory needs a turn to carry its reward")
+            turns = []
+            for t in range(n_turns):
+                tag = 1000 * g + 100 * i + t
+                turns.append(Turn(
+                    prompt_ids=[tag, 7, 8],
+                    completion_ids=[50 + k for k in range(tokens[t])],
+                    logprobs=[-0.5 - 0.1 * k for k in range(tokens[t])],
+                    observation=f"obs {tag}",
+                    completion_text=f"<action>act {tag}</action>",
+                    action=f"act {tag}",
+                    format_valid=bool(fmt[t]),
+                    action_valid=True,
+                    reward=1.0 if (won and t == n_turns - 1) else 0.0,
+                    state_key=("state", tag),
+                ))
+            trajs.append(Trajectory(traj_id=f"g{g}-t{i}", task_id=f"task-{g}", task_text="put a mug in the sink",
+                                    turns=turns, won=bool(won)))
+        groups.append(Group(task_id=f"task-{g}", trajectories=trajs))
+    return Batch(groups=groups)
+
+
+@pytest.fixture(scope="session")
+def make_batch():
+    """``make_batch(spec, n_tokens=3) -> Batch``; see ``build_batch`` for the spec.
+
+    Session-scoped (it is a pure function) so hypothesis tests may use it.
+    """
+    return build_batch
+
+
+@pytest.fixture
+def train_cfg():
+    """A fresh ``TrainConfig()`` with every default (reward.scale=10, reward.invalid_penalty=0.1)."""
+    from prover.config import TrainConfig
+
+    return TrainConfig()
+
+
+# =================================================================================================
+# Tiny end-to-end runs
+# =================================================================================================
+
+# Settings that make a whole train run take seconds: a very small model, few episodes, short turns.
+TINY_RUN = [
+    "model.tiny.vocab_size=400", "model.tiny.hidden_size=32", "model.tiny.num_layers=2", "model.tiny.num_heads=2",
+    "model.tiny.intermediate_size=64", "model.tiny.corpus_episodes=20",
+    "warmstart.episodes=12", "warmstart.epochs=1",
+    "rollout.groups_per_step=2", "rollout.group_size=3", "rollout.max_turns=6", "rollout.sampling.max_new_tokens=12",
+    "eval.episodes=4", "learner.mini_batch_rows=16", "learner.micro_batch_rows=16",
+]
+
+
+@pytest.fixture
+def tiny_run_overrides(tmp_path):
+    """Overrides for a seconds-long ``prover train`` in a fresh run folder under tmp_path."""
+    return TINY_RUN + [f"run.dir={tmp_path / 'run'}"]
