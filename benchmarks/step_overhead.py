@@ -2,7 +2,8 @@
 
     python benchmarks/step_overhead.py [--steps 3] [overrides ...]
 
-Builds a run with the default config (tiny model, alfworld-sim, warm start) in a temporary folder,
+Builds a run with the default config (tiny model, alfworld-sim) and a shorter warm start (200
+episodes, one epoch; pass warmstart.* overrides to change it) in a temporary folder,
 then times training steps phase by phase while counting the wall time spent inside the policy's
 forward calls (sampling and training) and inside backward. Everything else (env steps, prompt
 rendering, tokenization, padding, credit, optimizer, weight sync) is framework overhead. Ratios are
@@ -46,7 +47,8 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(None, [f"run.dir={tmp}", "steps=0", *args.overrides])
+        short_warm_start = ["warmstart.episodes=200", "warmstart.epochs=1"]
+        cfg = load_config(None, [f"run.dir={tmp}", "steps=0", *short_warm_start, *args.overrides])
         trainer = Trainer(cfg)
         model_clock = Clock()
         for model in (trainer.engine.model, trainer.learner.unwrapped()):

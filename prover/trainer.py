@@ -69,6 +69,9 @@ class Trainer:
         self.run = RunDir(cfg)
         self.report = reporter or Reporter()
         ckpt = self.run.require_checkpoint() if resume else None
+        if not resume and self.run.metrics_path.is_file():
+            self.report.note(f"starting a new run in {self.run.path}: its old metrics and checkpoints are replaced "
+                             "(use --resume to continue it instead)")
         self.run.start(fresh=not resume)
         self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
         policy_dir = ckpt or prepare_policy(cfg, self.run, self.make_env, self.report)

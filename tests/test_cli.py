@@ -139,8 +139,6 @@ def test_resume_reads_the_run_folders_own_config(tmp_path):
     assert cfg.rollout.group_size == 3 and cfg.learner.lr == 0.5 and cfg.run.dir == str(run_dir)
 
 
-@pytest.mark.xfail(strict=True, reason="prover/cli.py _config passes --run-dir as the override 'run.dir=<value>', "
-                   "which is parsed as YAML: a numeric folder name (2024) becomes an int and fails validation")
 def test_a_numeric_run_dir_is_a_folder_name(tmp_path, monkeypatch):
     from prover.cli import _config, build_parser
 
@@ -148,9 +146,6 @@ def test_a_numeric_run_dir_is_a_folder_name(tmp_path, monkeypatch):
     assert _config(build_parser().parse_args(["train", "--run-dir", "2024"])).run.dir == "2024"
 
 
-@pytest.mark.xfail(strict=True, reason="prover/trainer.py Trainer.__init__ calls run.start(fresh=True), which deletes "
-                   "metrics.jsonl and checkpoints/, before the model folder is checked, so a mistyped model.path "
-                   "wipes an existing run and then fails")
 def test_a_bad_model_path_does_not_wipe_an_existing_run(tmp_path, capsys):
     from prover.cli import main
 

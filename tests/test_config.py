@@ -28,7 +28,7 @@ def test_no_file_and_no_overrides_gives_the_defaults():
     # a few documented defaults (config.py field descriptions)
     assert cfg.env.name == "alfworld-sim" and cfg.credit.name == "grpo" and cfg.engine.name == "hf"
     assert cfg.rollout.group_size == 8 and cfg.reward.scale == 10.0 and cfg.reward.invalid_penalty == 0.1
-    assert cfg.learner.loss_agg == "token-mean" and cfg.learner.kl_type == "k3"
+    assert cfg.learner.loss_agg == "traj-mean-token-mean" and cfg.learner.kl_type == "k3"
     assert cfg.model.path == "tiny" and cfg.judge.name is None
 
 
@@ -91,7 +91,8 @@ def test_out_of_range_value_names_the_field():
 def test_literal_field_lists_the_allowed_values():
     msg = config_error("learner.loss_agg=foo")
     assert "'learner.loss_agg'" in msg and "'foo'" in msg
-    for allowed in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"):
+    for allowed in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
+                    "traj-mean-token-mean"):
         assert allowed in msg
 
 
@@ -201,6 +202,7 @@ def test_field_help_covers_every_leaf_with_its_description_and_default():
     assert expected <= set(rows)
     assert rows["rollout.group_size"] == ("8", TrainConfig.model_fields["rollout"].annotation
                                           .model_fields["group_size"].description)
-    assert rows["learner.loss_agg"][0] == "'token-mean'"
-    assert {"credit", "judge"} <= set(rows)  # shown as sections (their fields depend on the method)
+    assert rows["learner.loss_agg"][0] == "'traj-mean-token-mean'"
+    # the method sections list their name and the built-in methods' own fields
+    assert {"credit.name", "judge.name", "credit.norm", "credit.stats"} <= set(rows)
     assert CreditConfig.model_fields["name"].description and JudgeConfig.model_fields["name"].description

@@ -109,3 +109,14 @@ def test_resume_without_checkpoint_is_one_line(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2
     assert out.strip().count("\n") == 0 and "no checkpoint" in out and "Traceback" not in out
+
+
+def test_every_logged_metric_is_documented(tiny_run_overrides, tmp_path):
+    """Every name in metrics.jsonl has a row in the README's metrics table."""
+    cfg = load_config(None, tiny_run_overrides + ["steps=1"])
+    Trainer(cfg).train()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("### Metrics", 1)[1].split("\n## ", 1)[0]
+    names = {k for r in _history(tmp_path / "run") for k in r}
+    missing = sorted(n for n in names if f"`{n}`" not in table)
+    assert not missing, f"metrics not documented in README.md: {missing}"

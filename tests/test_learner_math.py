@@ -46,6 +46,17 @@ def test_seq_mean_token_sum_norm_uses_the_constant_max_length():
     assert [list(x) for x in w] == [[pytest.approx(1 / 8)] * 2, [pytest.approx(1 / 8)] * 3]
 
 
+def test_traj_mean_token_mean_weighs_each_trajectory_equally():
+    # rows 0 and 1 are the two turns of a 2-turn trajectory; row 2 is a 1-turn trajectory.
+    masks = [np.ones(2, np.float32), np.ones(3, np.float32), np.ones(4, np.float32)]
+    w = token_weights(masks, "traj-mean-token-mean", max_len=8, traj_turns=[2, 2, 1])
+    # shares 1/2, 1/2, 1; total 2: rows weigh 1/4, 1/4, 1/2, split evenly over their tokens
+    assert [list(x) for x in w] == [[pytest.approx(1 / 8)] * 2, [pytest.approx(1 / 12)] * 3,
+                                    [pytest.approx(1 / 8)] * 4]
+    # each trajectory's tokens carry the same total weight, 1/2, however many turns it has
+    assert float(w[0].sum() + w[1].sum()) == pytest.approx(0.5) == float(w[2].sum())
+
+
 def test_weights_reproduce_each_aggregate_on_a_loss_matrix():
     # per-token losses: row 0 = [1, 2], row 1 = [3, 4, 5]
     losses = [np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])]
@@ -181,9 +192,6 @@ def test_k3_is_clamped_to_ten():
     assert kl([0.0, 0.0, 0.0], [5.0, -20.0, 2.0], "k3") == [10.0, 10.0, pytest.approx(math.exp(2) - 3, rel=1e-5)]
 
 
-@pytest.mark.xfail(strict=True, reason="prover/learner.py kl_penalty: k3 computes exp(ref - logp) without clamping "
-                   "ref - logp to [-20, 20] first (verl does), so for ref - logp > ~88.7 the value is inf before "
-                   "the final clamp and the gradient is 0 * inf = NaN")
 def test_k3_gradient_stays_finite_for_a_huge_log_ratio():
     logp = t([-100.0, 0.0]).requires_grad_(True)
     ref = t([0.0, 0.0])

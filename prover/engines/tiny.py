@@ -77,6 +77,9 @@ def build_tiny_policy(make_env: Callable[[], TextEnv], out_dir: str | Path, *, v
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from prover.engines.hf import quiet_transformers
+
+    quiet_transformers()
     out = Path(out_dir)
     tokenizer = train_tokenizer(env_corpus(make_env, corpus_episodes, seed, history_window), vocab_size)
     head_dim = max(8, hidden_size // num_heads)
