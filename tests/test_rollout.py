@@ -25,6 +25,17 @@ def test_every_registered_env_passes_check_env(name):
     check_env(make_env(name))
 
 
+@pytest.mark.parametrize("name", [n for n in ENVS.names() if not n.endswith("-v0")])
+def test_every_registered_env_passes_gymnasiums_checker(name):
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the checker reports most problems as warnings
+        gymnasium_check_env(make_env(name), skip_render_check=True)
+
+
 def test_turns_are_token_exact(tiny_engine):
     rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=4,
                       sampling=SamplingParams(max_new_tokens=10, temperature=1.0))
