@@ -3,7 +3,9 @@
     python benchmarks/step_overhead.py [--steps 3] [overrides ...]
 
 Builds a run with the default config (tiny model, alfworld-sim) and a shorter warm start (200
-episodes, one epoch; pass warmstart.* overrides to change it) in a temporary folder,
+episodes, one epoch; pass warmstart.* overrides to change it) in a temporary folder, with
+``learner.skip_zero_advantage_rows=false`` so that every step trains on every row even when the short
+warm start wins nothing,
 then times training steps phase by phase while counting the wall time spent inside the policy's
 forward calls (sampling and training) and inside backward. Everything else (env steps, prompt
 rendering, tokenization, padding, credit, optimizer, weight sync) is framework overhead. Ratios are
@@ -47,8 +49,8 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        short_warm_start = ["warmstart.episodes=200", "warmstart.epochs=1"]
-        cfg = load_config(None, [f"run.dir={tmp}", "steps=0", *short_warm_start, *args.overrides])
+        fixed = ["warmstart.episodes=200", "warmstart.epochs=1", "learner.skip_zero_advantage_rows=false"]
+        cfg = load_config(None, [f"run.dir={tmp}", "steps=0", *fixed, *args.overrides])
         trainer = Trainer(cfg)
         model_clock = Clock()
         for model in (trainer.engine.model, trainer.learner.unwrapped()):
@@ -65,13 +67,15 @@ def main() -> None:
             adv = trainer.credit.assign(batch, trainer.ctx)
             t["credit"] = time.perf_counter() - t0 - t["rollout"]
             trainer.learner.update(batch, adv)
+            t["learner"] = time.perf_counter() - t0 - t["rollout"] - t["credit"]
             trainer.engine.update_weights(trainer.learner)
             total = time.perf_counter() - t0
-            rows.append((step, total, model_clock.seconds, t["rollout"]))
-    print("| step | step s | model fwd+bwd s | outside model | rollout share |")
-    print("|---|---|---|---|---|")
-    for step, total, model_s, rollout_s in rows:
-        print(f"| {step} | {total:.2f} | {model_s:.2f} | {1 - model_s / total:.1%} | {rollout_s / total:.1%} |")
+            rows.append((step, total, model_clock.seconds, t["rollout"] / total, t["learner"] / total))
+    print("| step | step s | model fwd+bwd s | outside model | rollout share | learner share |")
+    print("|---|---|---|---|---|---|")
+    for step, total, model_s, rollout_share, learner_share in rows:
+        print(f"| {step} | {total:.2f} | {model_s:.2f} | {1 - model_s / total:.1%} | {rollout_share:.1%} "
+              f"| {learner_share:.1%} |")
     tot = sum(r[1] for r in rows)
     mod = sum(r[2] for r in rows)
     print(f"\nall steps: {1 - mod / tot:.1%} of step time outside model forward/backward")
