@@ -120,3 +120,11 @@ def test_every_logged_metric_is_documented(tiny_run_overrides, tmp_path):
     names = {k for r in _history(tmp_path / "run") for k in r}
     missing = sorted(n for n in names if f"`{n}`" not in table)
     assert not missing, f"metrics not documented in README.md: {missing}"
+
+
+@pytest.mark.parametrize("method", ["grpo", "gigpo"])
+def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path):
+    cfg = load_config(None, tiny_run_overrides + [f"credit.name={method}", "steps=1"])
+    Trainer(cfg).train()
+    train = [r for r in _history(tmp_path / "run") if r["phase"] == "train"]
+    assert len(train) == 1 and all(math.isfinite(v) for v in train[0].values() if isinstance(v, float))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prover.credit.base import CreditAssigner, CreditContext
-from prover.credit import grpo  # noqa: F401  (registers "grpo")
+from prover.credit import gigpo, grpo  # noqa: F401  (register "gigpo", "grpo")
 from prover.registry import CREDIT
 
 

@@ -1,0 +1,85 @@
+"""GiGPO against the worked vector of ../shared/research/algorithms.md §2 and its definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prover.config import TrainConfig
+from prover.credit.base import CreditContext
+from prover.credit.gigpo import GiGPO, GiGPOConfig, anchor_groups, discounted_returns
+from prover.types import Batch, Group, Trajectory, Turn
+
+
+def traj(name: str, states: list[str], won: bool, n_tokens: int = 2) -> Trajectory:
+    turns = [Turn(prompt_ids=[1], completion_ids=[5] * n_tokens, logprobs=[-1.0] * n_tokens, observation=s,
+                  completion_text="", action="a", format_valid=True, action_valid=True,
+                  reward=1.0 if (won and k == len(states) - 1) else 0.0, state_key=("s", s))
+             for k, s in enumerate(states)]
+    return Trajectory(traj_id=name, task_id="t", task_text="", turns=turns, won=won)
+
+
+def worked_batch() -> Batch:
+    # A wins (reward 10 at its last turn) through o0, o1, o2; B fails through o0, o3.
+    return Batch([Group("t", [traj("A", ["o0", "o1", "o2"], True), traj("B", ["o0", "o3"], False)])])
+
+
+def per_turn(adv) -> list[float]:
+    return [float(a[0]) for a in adv.flat()]
+
+
+@pytest.mark.parametrize("anchor", ["state_key", "observation"])
+def test_worked_vector_mean_norm(anchor):
+    adv = GiGPO(GiGPOConfig(mode="mean_norm", anchor=anchor)).assign(worked_batch(), CreditContext(TrainConfig()))
+    # A^E: scores [10,10,10,0,0], mean over the 5 rows = 6 -> [4,4,4,-6,-6]
+    # A^S: returns [0.95^2*10, 0.95*10, 10, 0, 0] = [9.025, 9.5, 10, 0, 0]; only o0 is shared
+    #      (A0, B0): mean 4.5125 -> [4.5125, 0, 0, -4.5125, 0]
+    assert per_turn(adv) == pytest.approx([8.5125, 4, 4, -10.5125, -6])
+
+
+def test_worked_vector_mean_std_norm():
+    adv = GiGPO(GiGPOConfig(mode="mean_std_norm")).assign(worked_batch(), CreditContext(TrainConfig()))
+    ae = 4 / np.sqrt(30), -6 / np.sqrt(30)  # unbiased std of [10,10,10,0,0] is sqrt(120/4)
+    as_ = 4.5125 / np.sqrt(2 * 4.5125**2)  # unbiased std of [9.025, 0] is sqrt(2 * 4.5125^2)
+    want = [ae[0] + as_, ae[0], ae[0], ae[1] - as_, ae[1]]
+    assert per_turn(adv) == pytest.approx(want, rel=1e-5)
+    assert per_turn(adv) == pytest.approx([1.4374, 0.7303, 0.7303, -1.8026, -1.0954], abs=1e-4)
+
+
+def test_trajectory_statistics_take_one_score_per_episode():
+    adv = GiGPO(GiGPOConfig(mode="mean_norm", episode_stats="trajectory", omega=0.0)).assign(
+        worked_batch(), CreditContext(TrainConfig()))
+    assert per_turn(adv) == pytest.approx([5, 5, 5, -5, -5])  # mean of (10, 0) is 5
+
+
+def test_every_token_of_a_turn_gets_its_turn_value():
+    batch = Batch([Group("t", [traj("A", ["o0", "o1"], True, n_tokens=4), traj("B", ["o0"], False, n_tokens=3)])])
+    adv = GiGPO().assign(batch, CreditContext(TrainConfig()))
+    for a, turn in zip(adv.flat(), batch.turns()):
+        assert a.shape == (turn.n_tokens,) and np.all(a == a[0])
+
+
+def test_discounted_returns_by_hand():
+    assert discounted_returns(np.array([0.0, 0.0, 10.0]), 0.5) == pytest.approx([2.5, 5.0, 10.0])
+    assert discounted_returns(np.array([1.0, 1.0]), 1.0) == pytest.approx([2.0, 1.0])
+
+
+def test_similarity_clusters_join_the_first_similar_representative():
+    keys = ["you see a mug 1", "you see a mug 2", "nothing happens", "you see a cup 1"]
+    assert anchor_groups(keys, 0.9) == [[0, 1], [2], [3]]
+    assert anchor_groups(keys, None) == [[0], [1], [2], [3]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.sampled_from(["o0", "o1", "o2"]), min_size=1, max_size=5)),
+                min_size=1, max_size=5),
+       st.sampled_from(["mean_norm", "mean_std_norm"]))
+def test_finite_and_exact_zeros_where_defined(spec, mode):
+    batch = Batch([Group("t", [traj(f"T{i}", s, w) for i, (w, s) in enumerate(spec)])])
+    adv = GiGPO(GiGPOConfig(mode=mode)).assign(batch, CreditContext(TrainConfig()))
+    values = per_turn(adv)
+    assert all(np.isfinite(values))
+    if len({w for w, _ in spec}) == 1 and all(not w for w, _ in spec):
+        assert values == [0.0] * len(values)  # all failed: no episode signal and zero returns
