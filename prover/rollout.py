@@ -9,6 +9,7 @@ their G episodes start from the same state.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -83,11 +84,40 @@ class Rollout:
                   for i, s in enumerate(task_seeds)]
         return Batch(groups)
 
+    def continue_from(self, starts: list[tuple[Trajectory, int]], *, seed: int = 0) -> list[Trajectory]:
+        """One continuation of the current policy from the state before turn t of each trajectory.
+
+        The env is restored from the turn's snapshot and the agent gets the same history, so the
+        continuation sees exactly the prompt the original turn saw. Every start is played in the same
+        lockstep batch. The returned trajectories hold the prefix's turns (shared, not copied) followed
+        by the continuation's own.
+        """
+        episodes = []
+        for env, (traj, t) in zip(self._envs(len(starts)), starts):
+            if not 0 <= t < len(traj.turns):
+                raise IndexError(f"trajectory {traj.traj_id} has {len(traj.turns)} turns; cannot branch before "
+                                 f"turn {t}")
+            turn = traj.turns[t]
+            if turn.snapshot is None:
+                from prover.errors import CapabilityError
+
+                raise CapabilityError(f"trajectory {traj.traj_id} was recorded without snapshots; a credit method "
+                                      "that branches must set needs_snapshots = True")
+            env.restore(turn.snapshot)
+            branch = Trajectory(traj_id=f"{traj.traj_id}@{t}", task_id=traj.task_id, task_text=traj.task_text,
+                                turns=list(traj.turns[:t]))
+            episodes.append(_Episode(env, branch, turn.observation, {"admissible_actions": list(turn.admissible)},
+                                     history=list(turn.history)))
+        self._play(episodes, seed, False, self.sampling, None)
+        return [e.traj for e in episodes]
+
     def _play(self, episodes: list[_Episode], seed: int, record_snapshots: bool, sampling: SamplingParams,
               on_turn: Callable[[int, int], None] | None) -> None:
         tok = self.engine.tokenizer
-        for turn in range(self.max_turns):
-            live = [e for e in episodes if not e.done]
+        for turn in itertools.count():
+            # the turn cap counts the episode's whole history, so a branch resumed at turn t has
+            # max_turns - t turns left
+            live = [e for e in episodes if not e.done and len(e.history) < self.max_turns]
             if not live:
                 break
             specs = [agent_spec_for(e.env, self.history_window) for e in live]
@@ -106,7 +136,8 @@ class Rollout:
                     prompt_ids=prompt, completion_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
                     observation=e.obs, completion_text=text, action=parsed.action,
                     format_valid=parsed.format_valid, action_valid=bool(info.get("is_action_valid", True)),
-                    reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history)))
+                    reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history),
+                    admissible=tuple(e.info.get("admissible_actions") or ())))
                 self.tokens_generated += len(gen.token_ids)
                 e.history.append((e.obs, parsed.action))
                 e.obs, e.info = obs, info

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from prover.config import TrainConfig
+from prover.branching import Brancher
 from prover.credit import CreditContext, make_credit
 from prover.envs import make_env
 from prover.progress import Reporter
@@ -87,7 +88,8 @@ class Trainer:
                                history_window=cfg.rollout.history_window,
                                chat_kwargs=cfg.model.chat_template_kwargs)
         self.credit = make_credit(cfg)
-        self.ctx = CreditContext(config=cfg)
+        self.brancher = Brancher(self.rollout)
+        self.ctx = CreditContext(config=cfg, brancher=self.brancher)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out success: one episode per task of the eval split, the same tasks every time."""
@@ -121,7 +123,8 @@ class Trainer:
                 # 4. weight sync: the engine samples from the updated policy next step
                 phases.timed("sync", self.engine.update_weights, self.learner)
                 # 5. metrics, then checkpoint (a crash between them repeats this step on resume)
-                record = {"step": step, "phase": "train", **batch_metrics(batch), **adv.metrics, **learner_stats,
+                record = {"step": step, "phase": "train", **batch_metrics(batch), **self.brancher.take_counts(),
+                          **adv.metrics, **learner_stats,
                           **{f"time/{k}": v for k, v in phases.seconds.items()},
                           "time/step": sum(phases.seconds.values())}
                 run.log(record)

@@ -58,6 +58,7 @@ class Turn:
     state_key: Hashable  # env.state_key() before the turn
     snapshot: Any = None  # env.snapshot() before the turn, when branching is on
     history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
+    admissible: tuple[str, ...] = ()  # the env's admissible actions before the turn (prompt input)
 
     @property
     def n_tokens(self) -> int:

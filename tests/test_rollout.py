@@ -73,3 +73,34 @@ def test_rollout_is_deterministic_under_a_seed(tiny_engine):
     a = rollout.run([1, 2], group_size=2, seed=11)
     b = rollout.run([1, 2], group_size=2, seed=11)
     assert [t.completion_ids for t in a.turns()] == [t.completion_ids for t in b.turns()]
+
+
+def test_brancher_continues_from_the_exact_recorded_state(tiny_engine):
+    from prover.branching import Brancher, BranchRequest
+    from prover.errors import CapabilityError
+
+    rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=5,
+                      sampling=SamplingParams(max_new_tokens=10, temperature=1.0))
+    batch = rollout.run([7], group_size=2, seed=5, record_snapshots=True)
+    traj = next(tr for tr in batch.groups[0].trajectories if len(tr.turns) >= 3)
+    brancher = Brancher(rollout)
+    results = brancher.continue_from([BranchRequest(traj, 2, 3), BranchRequest(traj, 0, 2)], seed=1)
+    assert [len(r.trajectories) for r in results] == [3, 2]
+    for res in results:
+        t = res.request.turn
+        for cont in res.trajectories:
+            assert cont.turns[:t] == traj.turns[:t]  # the prefix is the original's
+            # the first continued turn saw exactly the prompt the original turn t saw
+            assert cont.turns[t].prompt_ids == traj.turns[t].prompt_ids
+            assert cont.turns[t].state_key == traj.turns[t].state_key
+            assert len(cont.turns) <= 5  # the turn cap counts the prefix
+        assert res.tokens == sum(tu.n_tokens for c in res.trajectories for tu in c.turns[t:])
+        assert res.won.shape == (res.request.n,) and 0.0 <= res.value <= 1.0
+    counts = brancher.take_counts()
+    assert counts == {"cost/branch_tokens": float(sum(r.tokens for r in results)), "cost/branch_continuations": 5.0}
+    again = Brancher(rollout).continue_from([BranchRequest(traj, 2, 3), BranchRequest(traj, 0, 2)], seed=1)
+    assert [[tu.completion_ids for c in r.trajectories for tu in c.turns] for r in again] == \
+        [[tu.completion_ids for c in r.trajectories for tu in c.turns] for r in results]  # same seed, same result
+    plain = rollout.run([7], group_size=1, seed=5)
+    with pytest.raises(CapabilityError, match="without snapshots"):
+        brancher.continue_from([BranchRequest(plain.groups[0].trajectories[0], 0, 1)])

@@ -1,0 +1,80 @@
+"""The Brancher: continuations of the current policy from recorded states, as a service to credit.
+
+Credit methods that need Monte-Carlo values (ProVer, SPO-chain, SPO-tree, budget-matched GRPO) ask
+"from the state before turn t of trajectory i, run n continuations and give me their outcomes". The
+Brancher plays all requests of a step in one lockstep batch through the rollout machinery, counts every
+token it generates, and never adds continuations to the training batch (a method that trains on them,
+like SPO-tree, takes ``BranchResult.trajectories`` itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from prover.rollout import Rollout
+from prover.types import Trajectory
+
+
+@dataclass(frozen=True)
+class BranchRequest:
+    """Run ``n`` continuations from the state before turn ``turn`` of ``trajectory``."""
+
+    trajectory: Trajectory
+    turn: int
+    n: int
+
+
+@dataclass
+class BranchResult:
+    """What the continuations of one request achieved.
+
+    won:          (n,) whether each continued episode won.
+    returns:      (n,) the env reward each continuation collected after the branch point.
+    tokens:       policy tokens the continuations generated.
+    trajectories: the continued episodes (prefix turns shared with the original).
+    """
+
+    request: BranchRequest
+    won: np.ndarray
+    returns: np.ndarray
+    tokens: int
+    trajectories: list[Trajectory]
+
+    @property
+    def value(self) -> float:
+        """Monte-Carlo estimate of the success probability from the branch state."""
+        return float(self.won.mean()) if len(self.won) else 0.0
+
+
+class Brancher:
+    """Continues trajectories from their recorded snapshots with the rollout's engine and envs."""
+
+    def __init__(self, rollout: Rollout) -> None:
+        self.rollout = rollout
+        self.tokens_generated = 0
+        self.continuations = 0
+
+    def take_counts(self) -> dict[str, float]:
+        """The "cost/branch_*" metrics since the last call (one training step)."""
+        out = {"cost/branch_tokens": float(self.tokens_generated),
+               "cost/branch_continuations": float(self.continuations)}
+        self.tokens_generated = self.continuations = 0
+        return out
+
+    def continue_from(self, requests: list[BranchRequest], seed: int = 0) -> list[BranchResult]:
+        starts = [(r.trajectory, r.turn) for r in requests for _ in range(r.n)]
+        played = self.rollout.continue_from(starts, seed=seed) if starts else []
+        results, k = [], 0
+        for r in requests:
+            mine = played[k:k + r.n]
+            k += r.n
+            tokens = sum(t.n_tokens for tr in mine for t in tr.turns[r.turn:])
+            results.append(BranchResult(
+                request=r, won=np.array([tr.won for tr in mine], dtype=bool),
+                returns=np.array([sum(t.reward for t in tr.turns[r.turn:]) for tr in mine], dtype=np.float64),
+                tokens=tokens, trajectories=mine))
+            self.tokens_generated += tokens
+            self.continuations += r.n
+        return results
