@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import prover.registry
+
 from prover.config import load_config
 from prover.trainer import Trainer
 
@@ -122,9 +124,11 @@ def test_every_logged_metric_is_documented(tiny_run_overrides, tmp_path):
     assert not missing, f"metrics not documented in README.md: {missing}"
 
 
-@pytest.mark.parametrize("method", ["grpo", "gigpo"])
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "spo-chain"])
 def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path):
     cfg = load_config(None, tiny_run_overrides + [f"credit.name={method}", "steps=1"])
     Trainer(cfg).train()
     train = [r for r in _history(tmp_path / "run") if r["phase"] == "train"]
     assert len(train) == 1 and all(math.isfinite(v) for v in train[0].values() if isinstance(v, float))
+    branches = prover.registry.CREDIT.get(method).needs_snapshots
+    assert (train[0]["cost/branch_tokens"] > 0) == branches  # only branching methods spend continuations

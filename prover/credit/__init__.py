@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prover.credit.base import CreditAssigner, CreditContext
-from prover.credit import gigpo, grpo  # noqa: F401  (register "gigpo", "grpo")
+from prover.credit import gigpo, grpo, spo_chain  # noqa: F401  (each registers its name)
 from prover.registry import CREDIT
 
 
