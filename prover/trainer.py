@@ -55,6 +55,7 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
         "rollout/format_valid": float(np.mean([t.format_valid for t in turns])) if turns else 0.0,
         "rollout/action_valid": float(np.mean([t.action_valid for t in turns])) if turns else 0.0,
         "rollout/mixed_groups": float(np.mean([0 < g.n_won < len(g.trajectories) for g in batch.groups])),
+        "rollout/group_size": float(np.mean([len(g.trajectories) for g in batch.groups])),
         "cost/rollout_tokens": float(sum(t.n_tokens for t in turns)),
     }
 
@@ -113,7 +114,8 @@ class Trainer:
                 phases, self.ctx.step = Phases(), step
                 self.learner.rng.seed(f"{cfg.seed}/{step}/shuffle")
                 # 1. rollout: G episodes of each task, with snapshots when the method branches
-                batch = phases.timed("rollout", self.rollout.run, task_seeds(cfg, step), cfg.rollout.group_size,
+                group_size = self.credit.group_size(step, cfg.rollout.group_size)
+                batch = phases.timed("rollout", self.rollout.run, task_seeds(cfg, step), group_size,
                                      split="train", seed=cfg.seed * 1_000_003 + step,
                                      record_snapshots=self.credit.needs_snapshots)
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)

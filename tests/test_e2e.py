@@ -124,7 +124,7 @@ def test_every_logged_metric_is_documented(tiny_run_overrides, tmp_path):
     assert not missing, f"metrics not documented in README.md: {missing}"
 
 
-@pytest.mark.parametrize("method", ["grpo", "gigpo", "spo-chain"])
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "spo-chain", "budget-matched-grpo"])
 def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path):
     cfg = load_config(None, tiny_run_overrides + [f"credit.name={method}", "steps=1"])
     Trainer(cfg).train()
@@ -132,3 +132,5 @@ def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path
     assert len(train) == 1 and all(math.isfinite(v) for v in train[0].values() if isinstance(v, float))
     branches = prover.registry.CREDIT.get(method).needs_snapshots
     assert (train[0]["cost/branch_tokens"] > 0) == branches  # only branching methods spend continuations
+    group_size = prover.registry.CREDIT.get(method).from_train_config(cfg).group_size(1, cfg.rollout.group_size)
+    assert train[0]["rollout/group_size"] == group_size

@@ -74,6 +74,10 @@ class CreditAssigner:
     def from_train_config(cls, train_cfg: "TrainConfig") -> "CreditAssigner":
         return cls(cls.parse_config(train_cfg))
 
+    def group_size(self, step: int, default: int) -> int:
+        """Episodes per task at ``step``; the configured G unless the method spends its budget on more."""
+        return default
+
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         raise NotImplementedError
 
