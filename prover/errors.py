@@ -40,3 +40,7 @@ class ConfigError(ProverError):
 
 class CheckpointError(ProverError):
     """A checkpoint or model folder is missing or unreadable."""
+
+
+class RetrievalError(ProverError):
+    """A retriever could not answer: the server is down, too slow, or sent something unreadable."""

@@ -32,7 +32,7 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
-@pytest.mark.parametrize("env_name", ["alfworld-sim", "textmaze"])
+@pytest.mark.parametrize("env_name", ["alfworld-sim", "webshop-sim", "searchqa-sim", "textmaze"])
 def test_train_end_to_end(env_name, tiny_run_overrides, tmp_path):
     cfg = load_config(None, tiny_run_overrides + [f"env.name={env_name}", "steps=2", "learner.lr=5e-3"])
     Trainer(cfg).train()

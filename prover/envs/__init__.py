@@ -15,6 +15,8 @@ from prover.registry import ENVS
 
 ENVS.register("alfworld-sim", "prover.envs.alfworld_sim:AlfworldSimEnv")
 ENVS.register("alfworld-sim-v0", "prover.envs.alfworld_sim:AlfworldSimEnv")
+ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
+ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
 
 
 def make_env(name: str, **kwargs: Any) -> TextEnv:

@@ -38,6 +38,9 @@ class AgentSpec:
     lowercase: bool = True  # verl-agent lower-cases the completion before extracting the action
     fallback_chars: int = 30  # without tags, the last N characters are sent (the env answers no-op)
     hidden_actions: tuple[str, ...] = ()  # admissible actions not shown to the agent (e.g. "help")
+    # Tags whose whole span is the action (Search-R1's <search>q</search> / <answer>a</answer>):
+    # when set, the first such span, tags included, is sent to the env instead of <action> text.
+    raw_action_tags: tuple[str, ...] = ()
 
     def render(self, task: str, observation: str, actions: list[str] | None,
                history: list[tuple[str, str]], step: int) -> str:
@@ -53,10 +56,14 @@ class AgentSpec:
                                step=step + 1, n_history=len(window))
 
     def parse(self, completion: str) -> ParsedAction:
-        """The verl-agent projection: text between the first <action> and </action> tags."""
+        """The verl-agent projection: text between the first <action> and </action> tags; with
+        ``raw_action_tags``, the first span like Search-R1's ``<(search|answer)>...</\\1>``, tags kept."""
         text = completion.lower() if self.lowercase else completion
-        tag = self.action_tag
-        m = re.search(rf"<{tag}>(.*?)</{tag}>", text, flags=re.DOTALL)
+        if self.raw_action_tags:
+            tags = "|".join(re.escape(t) for t in self.raw_action_tags)
+            m = re.search(rf"<({tags})>(.*?)</\1>", text, flags=re.DOTALL)
+        else:
+            m = re.search(rf"<{self.action_tag}>(.*?)</{self.action_tag}>", text, flags=re.DOTALL)
         if m is None:
             return ParsedAction(text.strip()[-self.fallback_chars:], False)
         valid = True
@@ -64,9 +71,14 @@ class AgentSpec:
             valid = False
         if re.search(r"[\u4e00-\u9fff]", text):  # verl-agent rejects CJK output
             valid = False
+        if self.raw_action_tags:
+            tag, inner = m.group(1), " ".join(m.group(2).split())
+            return ParsedAction(f"<{tag}>{inner}</{tag}>", valid)
         return ParsedAction(" ".join(m.group(1).split()), valid)
 
     def format_action(self, action: str) -> str:
         """The completion text an expert would write for ``action`` (used by the warm start)."""
         think = "<think></think>" if self.require_think else ""
+        if self.raw_action_tags:  # the action already carries its tags
+            return f"{think}{action}"
         return f"{think}<{self.action_tag}>{action}</{self.action_tag}>"

@@ -1,0 +1,138 @@
+"""WebShop's pages, buttons and text, as pure functions of an immutable ``Page``.
+
+The page graph is the real site's: ``search`` -> ``results`` (10 per page from up to 50 hits, with
+``Back to Search``, ``< Prev``, ``Next >`` and product ids) -> ``item`` (option groups, ``Description``,
+``Features``, ``Reviews``, ``Buy Now``, ``< Prev``, ``Back to Search``) -> ``sub`` (one of the three
+texts, ``< Prev`` back to the item) -> ``done`` after ``Buy Now``. The text is the visible strings
+joined by `` [SEP] ``, as WebShop's ``text`` observation mode renders them.
+
+Actions follow WebShop's text env: ``name[arg]`` (regex ``(.+)\\[(.+)\\]``, matched at the start), the
+argument lower-cased; ``search[q]`` works from any page; ``click[x]`` needs ``x`` among the page's
+lower-cased clickables and not ``search``. Anything else is a no-op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from prover.envs.webshop_sim.catalog import Catalog, Goal
+from prover.envs.webshop_sim.reward import get_reward
+
+SEP = " [SEP] "
+PER_PAGE = 10
+SEARCH_RETURN_N = 50
+SEARCH_PLACEHOLDER = "search[<your query>]"  # how verl-agent lists the search bar
+SUB_PAGES = ("description", "features", "reviews")
+_ACTION = re.compile(r"(.+)\[(.+)\]")
+
+
+@dataclass(frozen=True)
+class Page:
+    """Where the browser is. Immutable, so a snapshot is the object itself."""
+
+    name: str = "search"  # search | results | item | sub | done
+    hits: tuple[str, ...] = ()  # the last search's product ids, best first
+    page_num: int = 1
+    asin: str = ""
+    options: tuple[tuple[str, str], ...] = ()  # chosen (option name, value), in display order
+    sub: str = ""  # which sub-page
+    score: float = 0.0  # the purchase score, on the done page
+
+
+def parse_action(action: str) -> tuple[str, str | None]:
+    m = _ACTION.match(action.strip())
+    if m is None:
+        return action.strip(), None
+    return m.group(1), m.group(2).lower()
+
+
+def clickables(catalog: Catalog, page: Page) -> list[str]:
+    """The page's lower-cased button texts, in page order (WebShop's ``clickables``)."""
+    if page.name == "search":
+        return ["search"]
+    if page.name == "results":
+        buttons = ["back to search"] + (["< prev"] if page.page_num > 1 else [])
+        buttons += ["next >"] if page.page_num * PER_PAGE < len(page.hits) else []
+        return buttons + [a.lower() for a in _page_hits(page)]
+    if page.name == "item":
+        values = [v for _, vs in catalog.by_asin[page.asin].options for v in vs]
+        return ["back to search", "< prev", *values, *SUB_PAGES, "buy now"]
+    if page.name == "sub":
+        return ["back to search", "< prev"]
+    return []
+
+
+def available_actions(catalog: Catalog, page: Page) -> dict:
+    return {"has_search_bar": page.name == "search", "clickables": clickables(catalog, page)}
+
+
+def admissible(catalog: Catalog, page: Page) -> list[str]:
+    """verl-agent's list: the search placeholder when there is a search bar, then one click each."""
+    acts = [SEARCH_PLACEHOLDER] if page.name == "search" else []
+    return sorted(acts + [f"click[{c}]" for c in clickables(catalog, page) if c != "search"])
+
+
+def _page_hits(page: Page) -> tuple[str, ...]:
+    start = (page.page_num - 1) * PER_PAGE
+    return page.hits[start:start + PER_PAGE]
+
+
+def render(catalog: Catalog, goal: Goal, page: Page) -> str:
+    parts = ["WebShop", "Instruction:", goal.instruction]
+    if page.name == "search":
+        parts.append("Search")
+    elif page.name == "results":
+        parts += ["Back to Search", f"Page {page.page_num} (Total results: {len(page.hits)})"]
+        parts += ["< Prev"] if page.page_num > 1 else []
+        parts += ["Next >"] if "next >" in clickables(catalog, page) else []
+        for asin in _page_hits(page):
+            product = catalog.by_asin[asin]
+            parts += [asin, product.title, f"${product.price:.2f}"]
+    elif page.name in ("item", "sub"):
+        product = catalog.by_asin[page.asin]
+        parts += ["Back to Search", "< Prev"]
+        if page.name == "item":
+            for name, values in product.options:
+                parts += [name, *values]
+            parts += [product.title, f"Price: ${product.price:.2f}", "Rating: N.A.",
+                      "Description", "Features", "Reviews", "Buy Now"]
+        elif page.sub == "description":
+            parts.append(product.description)
+        else:
+            parts += list(product.bullets if page.sub == "features" else product.reviews)
+    else:  # done: a short form of WebShop's confirmation page
+        parts = ["Thank you for shopping with us!", "Purchased", page.asin,
+                 "Your score (min 0.0, max 1.0)", f"{page.score:.2f}"]
+    return SEP.join(parts)
+
+
+def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str) -> Page | None:
+    """The page after ``action``, or None when the action is not valid here (a no-op)."""
+    name, arg = parse_action(action)
+    if page.name == "done" or arg is None:
+        return None
+    if name == "search":
+        hits = tuple(catalog.products[i].asin for i in index.search(arg, SEARCH_RETURN_N))
+        return Page("results", hits=hits)
+    if name != "click" or arg == "search" or arg not in clickables(catalog, page):
+        return None
+    if arg == "back to search":
+        return Page()
+    if page.name == "results":
+        if arg in ("next >", "< prev"):
+            return replace(page, page_num=page.page_num + (1 if arg == "next >" else -1))
+        return Page("item", hits=page.hits, page_num=page.page_num, asin=arg.upper())
+    if page.name == "sub":  # only "< prev" is left: back to the item, choices kept
+        return replace(page, name="item", sub="")
+    if arg == "< prev":
+        return Page("results", hits=page.hits, page_num=page.page_num)
+    if arg in SUB_PAGES:
+        return replace(page, name="sub", sub=arg)
+    product = catalog.by_asin[page.asin]
+    if arg == "buy now":
+        score = get_reward(product, goal, dict(page.options))
+        return replace(page, name="done", score=score)
+    chosen = dict(page.options)
+    chosen[next(n for n, vs in product.options if arg in vs)] = arg
+    return replace(page, options=tuple((n, chosen[n]) for n, _ in product.options if n in chosen))

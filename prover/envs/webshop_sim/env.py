@@ -1,0 +1,138 @@
+"""``webshop-sim``: an embedded WebShop with the real site's pages, text, actions and reward.
+
+Each split has a generated catalog (``catalog``) searched by a small BM25 (``search``); a reset seed
+draws a goal for one target product. Pages, buttons, the `` [SEP] `` text, the action grammar and
+lower-casing follow WebShop's text env (``engine``); ``click[buy now]`` ends the episode with WebShop's
+``get_reward`` score as the reward (``reward``), and the task is won when it is exactly 1.0. The step
+cap is verl-agent's 15. The reward is the raw score; verl-agent's 10-if-won mapping is the trainer's.
+
+Difficulty: ``catalog_size`` products per split, grouped in families of one target and
+``n_distractors`` near misses. ``reset(seed=s, options={"split": "test"})`` draws from a catalog and
+goals that no train seed reaches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Hashable
+
+from prover.envs.base import TextEnv
+from prover.envs.webshop_sim import engine
+from prover.envs.webshop_sim.catalog import Catalog, Goal, build_catalog, draw_goal
+from prover.envs.webshop_sim.expert import expert_action
+from prover.envs.webshop_sim.prompts import PRESETS
+from prover.envs.webshop_sim.search import BM25
+from prover.errors import ConfigError, ContractError
+
+SPLITS = ("train", "test")
+
+
+@lru_cache(maxsize=16)
+def _index(catalog: Catalog) -> BM25:
+    return BM25([p.document() for p in catalog.products])
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A native snapshot: the catalog and goal (immutable, shared) and the small mutable state."""
+
+    catalog: Catalog
+    goal: Goal
+    task_id: str
+    page: engine.Page
+    steps: int
+    won: bool
+    opened: frozenset  # products the agent has opened (for the observing expert)
+    rng_state: dict
+    replay: tuple  # (seed, options, actions) as the base class records them
+
+
+class WebshopSimEnv(TextEnv):
+    """WebShop on a generated catalog; see the module docstring."""
+
+    native_snapshot = True
+
+    def __init__(self, *, catalog_size: int = 60, n_distractors: int = 3, catalog_seed: int = 0,
+                 max_steps: int = 15, prompt: str = "compact") -> None:
+        if prompt not in PRESETS:
+            raise ConfigError(f"webshop-sim: unknown prompt {prompt!r}; choose one of {sorted(PRESETS)}")
+        if not 0 <= n_distractors <= 12:
+            raise ConfigError(f"webshop-sim: n_distractors={n_distractors} must be in 0..12")
+        if catalog_size < 1 + n_distractors:
+            raise ConfigError(f"webshop-sim: catalog_size={catalog_size} must hold at least one family "
+                              f"(1 + n_distractors = {1 + n_distractors} products)")
+        if max_steps < 1:
+            raise ConfigError(f"webshop-sim: max_steps={max_steps} must be at least 1")
+        self.n_families = catalog_size // (1 + n_distractors)
+        self.n_distractors, self.catalog_seed, self.max_steps = n_distractors, catalog_seed, max_steps
+        self.agent_spec = PRESETS[prompt]
+        self.catalog: Catalog | None = None
+
+    # -- the gym API -----------------------------------------------------------------------------
+    def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
+        split = options.get("split", "train")
+        if split not in SPLITS:
+            raise ConfigError(f"webshop-sim: unknown split {split!r}; choose one of {SPLITS}")
+        self.catalog = build_catalog(split, self.catalog_seed, self.n_families, self.n_distractors)
+        self.index = _index(self.catalog)
+        self.goal = draw_goal(self.catalog, split, seed)
+        self.task_id = f"{split}/{self.goal.asin}/seed-{seed}"
+        self.page = engine.Page()
+        self.steps, self.won, self.opened = 0, False, frozenset()
+        return engine.render(self.catalog, self.goal, self.page), self._info(True)
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        new = engine.apply(self.catalog, self.index, self.goal, self.page, action)
+        self.steps += 1
+        reward, terminated = 0.0, False
+        if new is not None:
+            self.page = new
+            if new.name == "item":
+                self.opened = self.opened | {new.asin}
+            if new.name == "done":
+                reward, terminated, self.won = new.score, True, new.score == 1.0
+        truncated = not terminated and self.steps >= self.max_steps
+        obs = engine.render(self.catalog, self.goal, self.page)
+        return obs, reward, terminated, truncated, self._info(new is not None)
+
+    def _info(self, valid: bool) -> dict:
+        return {"won": self.won, "is_action_valid": valid, "task": self.goal.instruction,
+                "task_id": self.task_id, "task_score": self.page.score,
+                "admissible_actions": engine.admissible(self.catalog, self.page),
+                "available_actions": engine.available_actions(self.catalog, self.page)}
+
+    def state_key(self) -> Hashable:
+        """The task and the page (search hits, page number, item, chosen options); not the step count."""
+        self._require_reset("state_key")
+        return (self.task_id, self.page)
+
+    # -- snapshots -------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        self._require_reset("snapshot")
+        return Snapshot(self.catalog, self.goal, self.task_id, self.page, self.steps, self.won, self.opened,
+                        self.np_random.bit_generator.state,
+                        (self._replay_seed, self._replay_options, tuple(self._replay_actions)))
+
+    def restore(self, snapshot: Any) -> None:
+        if not isinstance(snapshot, Snapshot):
+            raise ContractError(f"WebshopSimEnv.restore() got {type(snapshot).__name__}, "
+                                "expected a Snapshot from WebshopSimEnv.snapshot()")
+        self.catalog, self.goal, self.task_id = snapshot.catalog, snapshot.goal, snapshot.task_id
+        self.index = _index(self.catalog)
+        self.page, self.steps = snapshot.page, snapshot.steps
+        self.won, self.opened = snapshot.won, snapshot.opened
+        self.np_random.bit_generator.state = snapshot.rng_state
+        seed, options, actions = snapshot.replay
+        self._replay_seed, self._replay_options, self._replay_actions = seed, options, list(actions)
+
+    # -- the oracle ------------------------------------------------------------------------------
+    def expert_action(self) -> str | None:
+        """The next action of an expert that uses only what the agent has seen (see ``expert``);
+        None once the episode is over."""
+        self._require_reset("expert_action")
+        return expert_action(self.catalog, self.goal, self.page, self.opened)
+
+    def _require_reset(self, what: str) -> None:
+        if self.catalog is None:
+            raise ContractError(f"WebshopSimEnv.{what}() called before reset()")

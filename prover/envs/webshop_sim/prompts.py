@@ -1,0 +1,45 @@
+"""How an agent is prompted on WebShop: two ``AgentSpec`` presets, picked by name.
+
+``verl-agent`` has the structure of verl-agent's WebShop prompt (agent_system/environments/prompts/
+webshop.py @796ed31), in our own words: the task, the observation, the admissible actions quoted one
+per line inside brackets, the last two ``[Observation k: '...', Action k: '...']`` entries after the
+first step, and the request to reason in <think> tags about which action best advances the shopping
+goal before answering in <action> tags.
+
+``compact`` (the default) is for tiny models on a CPU: the same information with no prose.
+"""
+
+from __future__ import annotations
+
+from prover.envs.agent_spec import AgentSpec
+
+_INTRO = "You are an expert agent shopping in WebShop, a simulated e-commerce website."
+_ACTIONS = "Your admissible actions in the current situation are:\n[\n'{actions}'\n]."
+_ASK = ("Now it is your turn to act. First reason step by step about the current situation and decide "
+        "which admissible action best advances the shopping goal; put that reasoning inside <think> "
+        "</think> tags. Then give the one action you choose for this step inside <action> </action> tags.")
+
+PRESETS: dict[str, AgentSpec] = {
+    "verl-agent": AgentSpec(
+        first_template=(f"{_INTRO}\nYour task is to: {{task}}.\nYour current observation is: "
+                        f"{{observation}}.\n{_ACTIONS}\n\n{_ASK}"),
+        later_template=(
+            f"{_INTRO}\nYour task is to: {{task}}.\nHere are your {{n_history}} most recent observations "
+            "and the actions you took after each:\n"
+            "{history}\nYou are now at step {step}, and your current observation is: {observation}.\n"
+            f"{_ACTIONS}\n\n{_ASK}"
+        ),
+        history_entry="[Observation {k}: '{observation}', Action {k}: '{action}']",
+        action_separator="',\n'",
+        history_window=2,
+        require_think=True,
+    ),
+    "compact": AgentSpec(
+        first_template="Task: {task}\nObservation: {observation}\nActions: {actions}",
+        later_template="Task: {task}\n{history}\nObservation: {observation}\nActions: {actions}",
+        history_entry="{observation}\n> {action}",
+        action_separator=", ",
+        history_window=2,
+        require_think=False,
+    ),
+}

@@ -1,0 +1,112 @@
+"""WebShop's purchase score (web_agent_site/engine/goal.py ``get_reward``), reproduced without its deps.
+
+    score = (n_attribute_matches + n_option_matches + [price <= price_upper])
+            / (|goal attributes| + |goal options| + 1)  *  r_type
+
+* A goal attribute matches when ``token_set_ratio(product attribute, goal attribute) > 85`` for some
+  product attribute, else when it is a substring of the lower-cased title, bullets or description.
+* A goal option matches when ``token_set_ratio(normalize_color(bought), normalize_color(goal)) > 85``
+  for some bought option value.
+* ``r_type`` from the nouns of the two titles: ``title_score = |nouns(bought) & nouns(goal)| /
+  |nouns(goal)|`` (0.2 when the goal title has none); 1.0 if the queries are equal, or two breadcrumb
+  levels are shared, or title_score > 0.2, else 0.5; then 0.1 if title_score < 0.1; 0 if it is 0.
+
+Departures, each because the original needs something we do not ship:
+1. Fuzzy matching is our own ``token_set_ratio`` with thefuzz's semantics (rounded 0-100, Indel ratio
+   over sorted token sets), so rapidfuzz is not needed.
+2. Nouns come from the product record (``Product.nouns``: the type's words and the brand) instead of
+   spaCy's POS tags; the catalog is generated, so we know them.
+3. Synthetic WebShop goals pass ``(name, value)`` tuples to the option matcher (a quirk); we compare
+   values, as the human goals do.
+4. ``COLORS`` is our own list of colour words; ``normalize_color`` keeps the rule (the first word of
+   the list found in the string) but not the original list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prover.envs.webshop_sim.catalog import Goal, Product
+
+COLORS = ("beige", "black", "blue", "brown", "burgundy", "charcoal", "coral", "cream", "gold", "gray",
+          "green", "grey", "ivory", "khaki", "lavender", "maroon", "navy", "olive", "orange", "pink",
+          "purple", "red", "silver", "tan", "teal", "white", "yellow")
+
+
+def _tokens(s: str) -> list[str]:
+    """thefuzz's default processing: lower-case, every non-alphanumeric char becomes a space."""
+    return re.sub(r"[^0-9a-z]+", " ", s.lower()).split()
+
+
+def _lcs(a: str, b: str) -> int:
+    prev = [0] * (len(b) + 1)
+    for ca in a:
+        cur = [0]
+        for j, cb in enumerate(b):
+            cur.append(prev[j] + 1 if ca == cb else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def ratio(a: str, b: str) -> float:
+    """Indel similarity in percent: 2 * LCS / (|a| + |b|), as Levenshtein.ratio / rapidfuzz compute it."""
+    if not a and not b:
+        return 100.0
+    return 200.0 * _lcs(a, b) / (len(a) + len(b))
+
+
+def token_set_ratio(s1: str, s2: str) -> int:
+    """thefuzz's ``token_set_ratio``: compare the shared tokens with each side's full token set."""
+    t1, t2 = set(_tokens(s1)), set(_tokens(s2))
+    if not t1 or not t2:
+        return 0
+    sect = " ".join(sorted(t1 & t2))
+    c1 = " ".join(sorted(t1 & t2) + sorted(t1 - t2))
+    c2 = " ".join(sorted(t1 & t2) + sorted(t2 - t1))
+    best = max(ratio(sect, c1) if sect else 0.0, ratio(sect, c2) if sect else 0.0, ratio(c1, c2))
+    return int(round(best))
+
+
+def normalize_color(value: str) -> str:
+    for color in COLORS:
+        if color in value:
+            return color
+    return value
+
+
+def attribute_matches(product: Product, attributes: tuple[str, ...]) -> int:
+    text = (product.title.lower(), " ".join(product.bullets).lower(), product.description.lower())
+    n = 0
+    for g in attributes:
+        if any(token_set_ratio(p, g) > 85 for p in product.attributes) or any(g in t for t in text):
+            n += 1
+    return n
+
+
+def option_matches(bought: list[str], wanted: list[str]) -> int:
+    bought = [normalize_color(v) for v in bought]
+    return sum(any(token_set_ratio(p, normalize_color(g)) > 85 for p in bought) for g in wanted)
+
+
+def type_reward(product: Product, goal: Goal) -> float:
+    query_match = product.query == goal.query
+    shared = {c.strip() for c in product.product_category.split("›")} & \
+             {c.strip() for c in goal.product_category.split("›")}
+    title_score = len(product.nouns & goal.nouns) / len(goal.nouns) if goal.nouns else 0.2
+    r_type = 1.0 if (query_match or len(shared) >= 2 or title_score > 0.2) else 0.5
+    if title_score < 0.1:
+        r_type = 0.1
+    if title_score == 0.0:
+        r_type = 0.0
+    return r_type
+
+
+def get_reward(product: Product, goal: Goal, options: dict[str, str]) -> float:
+    """The score of buying ``product`` with the chosen ``options`` ({name: value}) for ``goal``."""
+    n_attr = attribute_matches(product, goal.attributes)
+    n_opt = option_matches(list(options.values()), [v for _, v in goal.options])
+    r_price = product.price <= goal.price_upper
+    total = (n_attr + n_opt + r_price) / (len(goal.attributes) + len(goal.options) + 1)
+    return total * type_reward(product, goal)
