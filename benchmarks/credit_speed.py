@@ -76,6 +76,9 @@ def main() -> None:
     print("|---|---|---|")
     cfg = load_config(None, [])
     for name in CREDIT.names():
+        if name == "spo-tree":  # its advantage is its tree of generations; nothing is left without them
+            print("| spo-tree | (all generation; see the Brancher line) | |")
+            continue
         method = CREDIT.get(name)()
         ctx = CreditContext(cfg, brancher=RecordedOutcomes(random.Random(1)))
         t0 = time.perf_counter()

@@ -63,9 +63,13 @@ class Brancher:
         self.tokens_generated = self.continuations = 0
         return out
 
-    def continue_from(self, requests: list[BranchRequest], seed: int = 0) -> list[BranchResult]:
+    def continue_from(self, requests: list[BranchRequest], seed: int = 0, *, max_new_turns: int | None = None,
+                      record_snapshots: bool = False) -> list[BranchResult]:
+        """Play every request's continuations in one batch. With ``max_new_turns`` they stop after that
+        many turns (unfinished ones keep a ``resume`` point; ``record_snapshots`` lets them branch again)."""
         starts = [(r.trajectory, r.turn) for r in requests for _ in range(r.n)]
-        played = self.rollout.continue_from(starts, seed=seed) if starts else []
+        played = self.rollout.continue_from(starts, seed=seed, max_new_turns=max_new_turns,
+                                            record_snapshots=record_snapshots) if starts else []
         results, k = [], 0
         for r in requests:
             mine = played[k:k + r.n]

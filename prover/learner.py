@@ -141,7 +141,7 @@ class Learner:
     # -- RL ----------------------------------------------------------------------------------------
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         """PPO epochs over the batch's turn rows; returns "learner/..." metrics."""
-        rows = rows_from(batch, adv, self.cfg.skip_zero_advantage_rows)
+        rows = rows_from(adv.train_batch or batch, adv, self.cfg.skip_zero_advantage_rows)
         sums: dict[str, float] = {}
         n_updates = 0
         for _ in range(self.cfg.ppo_epochs):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
-from prover.types import Batch, Group, SamplingParams, Trajectory, Turn
+from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
 
 def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
@@ -46,6 +46,7 @@ class _Episode:
     info: dict
     history: list[tuple[str, str]] = field(default_factory=list)
     done: bool = False
+    limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
 
 
 class Rollout:
@@ -84,32 +85,46 @@ class Rollout:
                   for i, s in enumerate(task_seeds)]
         return Batch(groups)
 
-    def continue_from(self, starts: list[tuple[Trajectory, int]], *, seed: int = 0) -> list[Trajectory]:
+    def continue_from(self, starts: list[tuple[Trajectory, int]], *, seed: int = 0,
+                      max_new_turns: int | None = None, record_snapshots: bool = False) -> list[Trajectory]:
         """One continuation of the current policy from the state before turn t of each trajectory.
 
-        The env is restored from the turn's snapshot and the agent gets the same history, so the
-        continuation sees exactly the prompt the original turn saw. Every start is played in the same
-        lockstep batch. The returned trajectories hold the prefix's turns (shared, not copied) followed
-        by the continuation's own.
+        The env is restored from the turn's snapshot (or, for t == len(turns), from where a bounded
+        continuation stopped) and the agent gets the same history, so the continuation sees exactly the
+        prompt the original turn saw. Every start is played in the same lockstep batch. With
+        ``max_new_turns`` a continuation stops after that many turns and, if unfinished, keeps a
+        ``resume`` point to continue from. The returned trajectories hold the prefix's turns (shared,
+        not copied) followed by the continuation's own.
         """
         episodes = []
         for env, (traj, t) in zip(self._envs(len(starts)), starts):
-            if not 0 <= t < len(traj.turns):
-                raise IndexError(f"trajectory {traj.traj_id} has {len(traj.turns)} turns; cannot branch before "
-                                 f"turn {t}")
-            turn = traj.turns[t]
-            if turn.snapshot is None:
-                from prover.errors import CapabilityError
-
-                raise CapabilityError(f"trajectory {traj.traj_id} was recorded without snapshots; a credit method "
-                                      "that branches must set needs_snapshots = True")
-            env.restore(turn.snapshot)
+            obs, admissible, snapshot = self._branch_point(traj, t)
+            env.restore(snapshot)
             branch = Trajectory(traj_id=f"{traj.traj_id}@{t}", task_id=traj.task_id, task_text=traj.task_text,
                                 turns=list(traj.turns[:t]))
-            episodes.append(_Episode(env, branch, turn.observation, {"admissible_actions": list(turn.admissible)},
-                                     history=list(turn.history)))
-        self._play(episodes, seed, False, self.sampling, None)
+            history = [(turn.observation, turn.action) for turn in traj.turns[:t]]
+            limit = self.max_turns if max_new_turns is None else min(self.max_turns, t + max_new_turns)
+            episodes.append(_Episode(env, branch, obs, {"admissible_actions": list(admissible)}, history=history,
+                                     limit=limit))
+        self._play(episodes, seed, record_snapshots, self.sampling, None)
         return [e.traj for e in episodes]
+
+    @staticmethod
+    def _branch_point(traj: Trajectory, t: int) -> tuple[str, tuple[str, ...], Any]:
+        from prover.errors import CapabilityError
+
+        if t == len(traj.turns) and traj.resume is not None:
+            if traj.resume.snapshot is None:
+                raise CapabilityError(f"trajectory {traj.traj_id} stopped without a snapshot; continue it with "
+                                      "record_snapshots=True to branch from where it stopped")
+            return traj.resume.observation, traj.resume.admissible, traj.resume.snapshot
+        if not 0 <= t < len(traj.turns):
+            raise IndexError(f"trajectory {traj.traj_id} has {len(traj.turns)} turns; cannot branch before turn {t}")
+        turn = traj.turns[t]
+        if turn.snapshot is None:
+            raise CapabilityError(f"trajectory {traj.traj_id} was recorded without snapshots; a credit method "
+                                  "that branches must set needs_snapshots = True")
+        return turn.observation, turn.admissible, turn.snapshot
 
     def _play(self, episodes: list[_Episode], seed: int, record_snapshots: bool, sampling: SamplingParams,
               on_turn: Callable[[int, int], None] | None) -> None:
@@ -117,7 +132,7 @@ class Rollout:
         for turn in itertools.count():
             # the turn cap counts the episode's whole history, so a branch resumed at turn t has
             # max_turns - t turns left
-            live = [e for e in episodes if not e.done and len(e.history) < self.max_turns]
+            live = [e for e in episodes if not e.done and len(e.history) < min(e.limit, self.max_turns)]
             if not live:
                 break
             specs = [agent_spec_for(e.env, self.history_window) for e in live]
@@ -148,5 +163,11 @@ class Rollout:
             if on_turn is not None:
                 on_turn(turn, len(live))
         for e in episodes:
-            if not e.done:
+            if e.done:
+                continue
+            if len(e.history) >= self.max_turns:
                 e.done, e.traj.truncated = True, True
+            else:  # stopped by a bounded continuation: keep where, to go on from it later
+                e.done = True
+                e.traj.resume = ResumePoint(e.env.snapshot() if record_snapshots else None, e.obs,
+                                            tuple(e.info.get("admissible_actions") or ()))

@@ -66,6 +66,15 @@ class Turn:
 
 
 @dataclass
+class ResumePoint:
+    """Where an unfinished trajectory stopped (a bounded continuation): enough to continue it exactly."""
+
+    snapshot: Any
+    observation: str
+    admissible: tuple[str, ...]
+
+
+@dataclass
 class Trajectory:
     """One episode of the policy in one env from a task's initial state."""
 
@@ -75,6 +84,11 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     won: bool = False
     truncated: bool = False  # ended by the turn cap, not by the env
+    resume: ResumePoint | None = None  # set when a bounded continuation stopped before the episode ended
+
+    @property
+    def finished(self) -> bool:
+        return self.resume is None
 
     @property
     def env_return(self) -> float:
@@ -119,11 +133,14 @@ class Advantages:
     values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages.
     loss_mask:       same nesting; None means every completion token is trained on. A method that
                      removes tokens from the loss (SPO's probability mask) sets 0 there.
+    train_batch:     None: the values index the rollout batch. Set by a method that trains on other
+                     turns (SPO-tree trains on its tree's edges); the values then index this batch.
     metrics:         namespaced scalars the method wants logged ("credit/...").
     """
 
     values: list[list[list[np.ndarray]]]
     loss_mask: list[list[list[np.ndarray]]] | None = None
+    train_batch: "Batch | None" = None
     metrics: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> list[np.ndarray]:

@@ -104,3 +104,24 @@ def test_brancher_continues_from_the_exact_recorded_state(tiny_engine):
     plain = rollout.run([7], group_size=1, seed=5)
     with pytest.raises(CapabilityError, match="without snapshots"):
         brancher.continue_from([BranchRequest(plain.groups[0].trajectories[0], 0, 1)])
+
+
+def test_bounded_continuations_stop_and_resume_exactly(tiny_engine):
+    from prover.branching import Brancher, BranchRequest
+
+    rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=6,
+                      sampling=SamplingParams(max_new_tokens=10, temperature=1.0))
+    traj = rollout.run([3], group_size=1, seed=2, record_snapshots=True).groups[0].trajectories[0]
+    brancher = Brancher(rollout)
+    first = brancher.continue_from([BranchRequest(traj, 0, 2)], seed=4, max_new_turns=2, record_snapshots=True)[0]
+    assert any(not p.finished for p in first.trajectories)  # an untrained policy does not win in 2 turns
+    for part in first.trajectories:
+        assert len(part.turns) <= 2
+        if part.finished:
+            continue
+        assert len(part.turns) == 2 and part.resume is not None
+        # going on from where it stopped: the next turn is played from the stopped state and history
+        more = brancher.continue_from([BranchRequest(part, 2, 1)], seed=5)[0].trajectories[0]
+        assert more.turns[:2] == part.turns and len(more.turns) <= 6
+        assert more.turns[2].observation == part.resume.observation
+        assert more.turns[2].history == tuple((t.observation, t.action) for t in part.turns)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prover.credit.base import CreditAssigner, CreditContext
-from prover.credit import budget_matched_grpo, gigpo, grpo, spo_chain  # noqa: F401  (each registers its name)
+from prover.credit import budget_matched_grpo, gigpo, grpo, spo_chain, spo_tree  # noqa: F401  (each registers its name)
 from prover.registry import CREDIT
 
 

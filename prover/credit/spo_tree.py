@@ -1,0 +1,130 @@
+"""SPO-tree for agents: a tree of turn-level branches from the task start; edges are the training rows.
+
+    root          the task's initial state (shared by the group)
+    children      at depth d each open node branches ``branch_factors[d]`` continuations of the current
+                  policy, each playing ``turns_per_level`` turns (the last level plays to the end)
+    V(leaf)       = scale * won;   V(node) = mean of its children's V   (recursive mean, not over leaves)
+    A(edge)       = V(child) - V(parent)                           mode "rloo"
+                  = (V(child) - V(parent)) / (std(children of parent) + 1e-8)   mode "grpo" (population std)
+    training      every edge whose advantage is not exactly 0 is a row set: the child's turns, each token
+                  carrying A(edge); the rollout batch itself is not trained on
+
+Paper: Guo et al., "Segment Policy Optimization", arXiv 2505.23564, §4 (SPO-tree); semantics as in
+AIFrameResearch/SPO ``_construct_tree`` and ``extract_edges_from_tree`` (../shared/research/algorithms.md
+§3.2 and §3.4).
+
+Departures:
+1. A segment is ``turns_per_level`` whole agent turns (the paper: at most M tokens of one response);
+   nodes are env states restored from snapshots.
+2. The root is the group's task start, so the rollout's G episodes only decide which tasks are trained
+   (``eligible`` as in the ProVer comparison); the tree replaces them as training data.
+3. Values are success rates times ``reward.scale``.
+4. No probability mask or whitening here (SPO-chain has them); "drop zero edges" drops exactly-zero
+   advantages, as the reference's ``only_adv_greater_than_zero`` does despite its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from prover.branching import BranchRequest
+from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast
+from prover.registry import CREDIT
+from prover.types import Advantages, Batch, Group, Trajectory
+
+
+class SPOTreeConfig(MethodConfig):
+    branch_factors: list[int] = Field([3, 3], min_length=1, description="Children per node at each depth "
+                                      "(SPO: 6-6-6; keep small on a CPU).")
+    turns_per_level: int = Field(3, ge=1, description="Turns each child plays before it branches again.")
+    mode: Literal["rloo", "grpo"] = Field("rloo", description="Edge advantage: value difference, or divided by the "
+                                          "std of the parent's children.")
+    eligible: tuple[int, int] | None = Field(None, description="Only tasks whose rollout group won this many "
+                                             "times (min, max); None for all.")
+
+
+@dataclass
+class Node:
+    traj: Trajectory  # the path from the root to this node
+    start: int  # the node's own turns are traj.turns[start:]
+    children: list["Node"] = field(default_factory=list)
+    value: float = 0.0
+
+
+def grow(root_traj: Trajectory, cfg: SPOTreeConfig, ctx: CreditContext, scale: float, seed: int) -> Node:
+    """Branch level by level from the state before turn 0 of ``root_traj``; fill in values."""
+    root = Node(root_traj, 0)
+    frontier = [(root, 0)]  # (node, turn of its trajectory to branch from)
+    for depth, factor in enumerate(cfg.branch_factors):
+        last = depth == len(cfg.branch_factors) - 1
+        requests = [BranchRequest(node.traj, at, factor) for node, at in frontier]
+        results = ctx.brancher.continue_from(requests, seed=seed * 101 + depth,
+                                             max_new_turns=None if last else cfg.turns_per_level,
+                                             record_snapshots=not last)
+        nxt = []
+        for (node, at), res in zip(frontier, results):
+            for child_traj in res.trajectories:
+                child = Node(child_traj, at)
+                node.children.append(child)
+                if not child_traj.finished:
+                    nxt.append((child, len(child_traj.turns)))
+                else:
+                    child.value = scale * float(child_traj.won)
+        frontier = nxt
+    _values(root)
+    return root
+
+
+def _values(node: Node) -> float:
+    if node.children:
+        node.value = float(np.mean([_values(c) for c in node.children]))
+    return node.value
+
+
+def edges(node: Node, mode: str) -> list[tuple[Trajectory, int, float]]:
+    """(child trajectory, first turn of its segment, advantage) for every non-zero edge below ``node``."""
+    out = []
+    if node.children:
+        std = float(np.std([c.value for c in node.children]))  # population std, as the reference
+        for c in node.children:
+            adv = c.value - node.value
+            if mode == "grpo":
+                adv /= std + 1e-8
+            if adv != 0.0 and len(c.traj.turns) > c.start:
+                out.append((c.traj, c.start, adv))
+            out += edges(c, mode)
+    return out
+
+
+@CREDIT.register("spo-tree")
+class SPOTree(CreditAssigner):
+    Config = SPOTreeConfig
+    needs_snapshots = True
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
+        cfg, scale = self.config, ctx.config.reward.scale
+        groups, n_edges, n_leaves = [], 0, 0
+        for gi, group in enumerate(batch.groups):
+            if not group.trajectories or not group.trajectories[0].turns:
+                continue
+            if cfg.eligible is not None and not cfg.eligible[0] <= group.n_won <= cfg.eligible[1]:
+                continue
+            tree = grow(group.trajectories[0], cfg, ctx, scale, seed=ctx.step * 1000 + gi)
+            kept = edges(tree, cfg.mode)
+            segments = [Trajectory(f"{tr.traj_id}/edge", tr.task_id, tr.task_text, turns=tr.turns[start:])
+                        for tr, start, _ in kept]
+            groups.append((Group(group.task_id, segments), [np.full(len(s.turns), a) for s, (_, _, a)
+                                                            in zip(segments, kept)]))
+            n_edges += len(kept)
+            n_leaves += _count_leaves(tree)
+        train = Batch([g for g, _ in groups])
+        return Advantages(values=broadcast(train, [v for _, v in groups]), train_batch=train,
+                          metrics={"credit/tree_edges": float(n_edges), "credit/tree_leaves": float(n_leaves)})
+
+
+def _count_leaves(node: Node) -> int:
+    return 1 if not node.children else sum(_count_leaves(c) for c in node.children)
