@@ -38,7 +38,8 @@ class Reporter:
     def step_line(self, r: dict[str, Any], total: int) -> None:
         self.note(
             f"step {r['step']}/{total} | success {r['rollout/success']:.2f} | turns {r['rollout/turns']:.1f} | "
-            f"loss {r.get('learner/pg_loss', 0.0):+.4f} | tokens {r['cost/rollout_tokens'] / 1000:.1f}k | "
+            f"loss {r.get('learner/pg_loss', 0.0):+.4f} | tokens {r['cost/rollout_tokens'] / 1000:.1f}k "
+            f"+ branch {r.get('cost/branch_tokens', 0.0) / 1000:.1f}k | "
             f"time rollout {r['time/rollout']:.1f}s credit {r['time/credit']:.2f}s "
             f"learner {r['time/learner']:.1f}s sync {r['time/sync']:.2f}s")
 
