@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from prover.errors import CapabilityError, ConfigError
-from prover.types import Advantages, Batch, Trajectory
+from prover.types import Advantages, Batch, Group, Trajectory
 
 if TYPE_CHECKING:
     from prover.config import RewardConfig, TrainConfig
@@ -91,6 +91,12 @@ def turn_scores(traj: Trajectory, reward: "RewardConfig") -> np.ndarray:
     """(n_turns,) row scores: R_i minus the invalid-format penalty of that turn (verl-agent)."""
     r = trajectory_score(traj, reward)
     return np.array([r - reward.invalid_penalty * (not t.format_valid) for t in traj.turns], dtype=np.float64)
+
+
+def in_win_range(group: Group, eligible: tuple[int, int] | None) -> bool:
+    """Whether a group's number of wins lies in ``eligible`` (min, max); None admits every group.
+    ProVer's eligibility rule (1-3 wins of 8), which the methods it is compared with can adopt."""
+    return eligible is None or eligible[0] <= group.n_won <= eligible[1]
 
 
 def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[list[list[np.ndarray]]]:

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from prover.branching import BranchRequest
-from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast
+from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast, in_win_range
 from prover.registry import CREDIT
 from prover.types import Advantages, Batch, Trajectory
 
@@ -64,7 +64,7 @@ class SPOChain(CreditAssigner):
         per_turn = [[np.zeros(len(tr.turns)) for tr in g.trajectories] for g in batch.groups]
         jobs = []  # (group, trajectory, its boundaries)
         for gi, group in enumerate(batch.groups):
-            if cfg.eligible is not None and not cfg.eligible[0] <= group.n_won <= cfg.eligible[1]:
+            if not in_win_range(group, cfg.eligible):
                 continue
             jobs += [(gi, i, boundaries(tr, cfg)) for i, tr in enumerate(group.trajectories) if tr.turns]
         requests = [BranchRequest(batch.groups[gi].trajectories[i], b, cfg.samples) for gi, i, bs in jobs for b in bs]

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import Field
 
 from prover.branching import BranchRequest
-from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast
+from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast, in_win_range
 from prover.registry import CREDIT
 from prover.types import Advantages, Batch, Group, Trajectory
 
@@ -111,7 +111,7 @@ class SPOTree(CreditAssigner):
         for gi, group in enumerate(batch.groups):
             if not group.trajectories or not group.trajectories[0].turns:
                 continue
-            if cfg.eligible is not None and not cfg.eligible[0] <= group.n_won <= cfg.eligible[1]:
+            if not in_win_range(group, cfg.eligible):
                 continue
             tree = grow(group.trajectories[0], cfg, ctx, scale, seed=ctx.step * 1000 + gi)
             kept = edges(tree, cfg.mode)
