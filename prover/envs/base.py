@@ -122,6 +122,15 @@ class TextEnv(gym.Env):
         for action in snapshot.actions:
             self.step(action)
 
+    def replay_record(self) -> tuple:
+        """What the replay snapshot knows (seed, options, actions); native snapshots carry it along so
+        that a restored env can still take a replay snapshot or be restored again."""
+        return self._replay_seed, self._replay_options, tuple(self._replay_actions)
+
+    def set_replay_record(self, record: tuple) -> None:
+        seed, options, actions = record
+        self._replay_seed, self._replay_options, self._replay_actions = seed, options, list(actions)
+
     def _require_snapshots(self) -> None:
         if not self.can_snapshot:
             raise CapabilityError(f"env {type(self).__name__} cannot snapshot (can_snapshot=False); "

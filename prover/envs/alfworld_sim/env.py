@@ -120,7 +120,7 @@ class AlfworldSimEnv(TextEnv):
         self._require_reset("snapshot")
         return Snapshot(self.world, self.state.copy(), self.steps, self.won,
                         self.np_random.bit_generator.state, frozenset(self.inspected),
-                        (self._replay_seed, self._replay_options, tuple(self._replay_actions)))
+                        self.replay_record())
 
     def restore(self, snapshot: Any) -> None:
         if not isinstance(snapshot, Snapshot):
@@ -130,8 +130,7 @@ class AlfworldSimEnv(TextEnv):
         self.steps, self.won = snapshot.steps, snapshot.won
         self.np_random.bit_generator.state = snapshot.rng_state
         self.inspected = set(snapshot.inspected)
-        seed, options, actions = snapshot.replay
-        self._replay_seed, self._replay_options, self._replay_actions = seed, options, list(actions)
+        self.set_replay_record(snapshot.replay)
         self._choices = choices(self.world, self.state, self.grammar)
 
     # -- the oracle ------------------------------------------------------------------------------

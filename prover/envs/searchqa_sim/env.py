@@ -145,7 +145,7 @@ class SearchqaSimEnv(TextEnv):
         self._require_reset("snapshot")
         return Snapshot(self.question, self.tag, self.queries, self.seen, self.steps, self.done, self.won,
                         self.np_random.bit_generator.state,
-                        (self._replay_seed, self._replay_options, tuple(self._replay_actions)))
+                        self.replay_record())
 
     def restore(self, snapshot: Any) -> None:
         if not isinstance(snapshot, Snapshot):
@@ -156,8 +156,7 @@ class SearchqaSimEnv(TextEnv):
         self.queries, self.seen, self.steps = snapshot.queries, snapshot.seen, snapshot.steps
         self.done, self.won = snapshot.done, snapshot.won
         self.np_random.bit_generator.state = snapshot.rng_state
-        seed, options, actions = snapshot.replay
-        self._replay_seed, self._replay_options, self._replay_actions = seed, options, list(actions)
+        self.set_replay_record(snapshot.replay)
 
     # -- the oracle ------------------------------------------------------------------------------
     def expert_action(self) -> str | None:

@@ -112,7 +112,7 @@ class WebshopSimEnv(TextEnv):
         self._require_reset("snapshot")
         return Snapshot(self.catalog, self.goal, self.task_id, self.page, self.steps, self.won, self.opened,
                         self.np_random.bit_generator.state,
-                        (self._replay_seed, self._replay_options, tuple(self._replay_actions)))
+                        self.replay_record())
 
     def restore(self, snapshot: Any) -> None:
         if not isinstance(snapshot, Snapshot):
@@ -123,8 +123,7 @@ class WebshopSimEnv(TextEnv):
         self.page, self.steps = snapshot.page, snapshot.steps
         self.won, self.opened = snapshot.won, snapshot.opened
         self.np_random.bit_generator.state = snapshot.rng_state
-        seed, options, actions = snapshot.replay
-        self._replay_seed, self._replay_options, self._replay_actions = seed, options, list(actions)
+        self.set_replay_record(snapshot.replay)
 
     # -- the oracle ------------------------------------------------------------------------------
     def expert_action(self) -> str | None:
