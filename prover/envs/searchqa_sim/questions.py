@@ -36,10 +36,11 @@ class Question:
     kind: str
     answers: tuple[str, ...]  # gold aliases; exact match against any one wins
     hops: tuple[Hop, ...]
+    source: str = ""  # Search-R1's data_source of a question loaded from a file; "" derives it from kind
 
     @property
     def data_source(self) -> str:
-        return DATA_SOURCE[self.kind]
+        return self.source or DATA_SOURCE[self.kind]
 
 
 def normalize_answer(text: str) -> str:

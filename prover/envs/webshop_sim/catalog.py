@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from string import ascii_uppercase, digits
 
+from prover.envs.webshop_sim.reward import COLORS
 from prover.envs.webshop_sim.vocab import (BRANDS, BULLET_TEMPLATES, DESCRIPTION_TEMPLATES,
                                            INSTRUCTION_TEMPLATES, OPTION_VALUES, REVIEW_TEMPLATES,
                                            TITLE_TEMPLATES, TYPES, ProductType)
@@ -42,6 +43,7 @@ class Product:
     nouns: frozenset[str]  # what spaCy would tag NOUN/PROPN in the title: type words and the brand
     type_name: str
     kind: str  # "target" or one of DISTRACTOR_KINDS
+    price_tag: str = ""  # the price as the pages show it (WebShop's "$a to $b"); "" shows ``price``
 
     def document(self) -> str:
         """The text BM25 indexes: WebShop's title + description + first bullet + option values."""
@@ -72,6 +74,7 @@ class Catalog:
     products: tuple[Product, ...]
     by_asin: dict
     targets: tuple[str, ...]  # asins that goals are drawn for
+    colors: tuple[str, ...] = COLORS  # the reward's colour words (``reward.normalize_color``)
 
 
 def _asin(rng: random.Random, taken: set[str]) -> str:

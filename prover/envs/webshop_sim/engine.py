@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from prover.envs.webshop_sim.catalog import Catalog, Goal
+from prover.envs.webshop_sim.catalog import Catalog, Goal, Product
 from prover.envs.webshop_sim.reward import get_reward
 
 SEP = " [SEP] "
@@ -78,6 +78,10 @@ def _page_hits(page: Page) -> tuple[str, ...]:
     return page.hits[start:start + PER_PAGE]
 
 
+def _price(product: Product) -> str:
+    return product.price_tag or f"${product.price:.2f}"
+
+
 def render(catalog: Catalog, goal: Goal, page: Page) -> str:
     parts = ["WebShop", "Instruction:", goal.instruction]
     if page.name == "search":
@@ -88,14 +92,14 @@ def render(catalog: Catalog, goal: Goal, page: Page) -> str:
         parts += ["Next >"] if "next >" in clickables(catalog, page) else []
         for asin in _page_hits(page):
             product = catalog.by_asin[asin]
-            parts += [asin, product.title, f"${product.price:.2f}"]
+            parts += [asin, product.title, _price(product)]
     elif page.name in ("item", "sub"):
         product = catalog.by_asin[page.asin]
         parts += ["Back to Search", "< Prev"]
         if page.name == "item":
             for name, values in product.options:
                 parts += [name, *values]
-            parts += [product.title, f"Price: ${product.price:.2f}", "Rating: N.A.",
+            parts += [product.title, f"Price: {_price(product)}", "Rating: N.A.",
                       "Description", "Features", "Reviews", "Buy Now"]
         elif page.sub == "description":
             parts.append(product.description)
@@ -131,7 +135,7 @@ def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str) -> Page 
         return replace(page, name="sub", sub=arg)
     product = catalog.by_asin[page.asin]
     if arg == "buy now":
-        score = get_reward(product, goal, dict(page.options))
+        score = get_reward(product, goal, dict(page.options), catalog.colors)
         return replace(page, name="done", score=score)
     chosen = dict(page.options)
     chosen[next(n for n, vs in product.options if arg in vs)] = arg

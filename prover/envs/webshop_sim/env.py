@@ -71,16 +71,21 @@ class WebshopSimEnv(TextEnv):
 
     # -- the gym API -----------------------------------------------------------------------------
     def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
-        split = options.get("split", "train")
-        if split not in SPLITS:
-            raise ConfigError(f"webshop-sim: unknown split {split!r}; choose one of {SPLITS}")
-        self.catalog = build_catalog(split, self.catalog_seed, self.n_families, self.n_distractors)
+        self.catalog, self.goal, self.task_id = self._draw_task(seed, options)
         self.index = _index(self.catalog)
-        self.goal = draw_goal(self.catalog, split, seed)
-        self.task_id = f"{split}/{self.goal.asin}/seed-{seed}"
         self.page = engine.Page()
         self.steps, self.won, self.opened = 0, False, frozenset()
         return engine.render(self.catalog, self.goal, self.page), self._info(True)
+
+    def _draw_task(self, seed: int, options: dict) -> tuple[Catalog, Goal, str]:
+        """The catalog, the goal and a task id for this reset. The seam for other product data: an
+        env that loads a real catalog overrides this and keeps the pages, actions and reward."""
+        split = options.get("split", "train")
+        if split not in SPLITS:
+            raise ConfigError(f"webshop-sim: unknown split {split!r}; choose one of {SPLITS}")
+        catalog = build_catalog(split, self.catalog_seed, self.n_families, self.n_distractors)
+        goal = draw_goal(catalog, split, seed)
+        return catalog, goal, f"{split}/{goal.asin}/seed-{seed}"
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         new = engine.apply(self.catalog, self.index, self.goal, self.page, action)

@@ -19,7 +19,8 @@ Departures, each because the original needs something we do not ship:
 3. Synthetic WebShop goals pass ``(name, value)`` tuples to the option matcher (a quirk); we compare
    values, as the human goals do.
 4. ``COLORS`` is our own list of colour words; ``normalize_color`` keeps the rule (the first word of
-   the list found in the string) but not the original list.
+   the list found in the string) but not the original list. A catalog may bring its own list
+   (``Catalog.colors``); the real-data webshop plugin brings WebShop's.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def token_set_ratio(s1: str, s2: str) -> int:
     return int(round(best))
 
 
-def normalize_color(value: str) -> str:
-    for color in COLORS:
+def normalize_color(value: str, colors: tuple[str, ...] = COLORS) -> str:
+    for color in colors:
         if color in value:
             return color
     return value
@@ -85,9 +86,9 @@ def attribute_matches(product: Product, attributes: tuple[str, ...]) -> int:
     return n
 
 
-def option_matches(bought: list[str], wanted: list[str]) -> int:
-    bought = [normalize_color(v) for v in bought]
-    return sum(any(token_set_ratio(p, normalize_color(g)) > 85 for p in bought) for g in wanted)
+def option_matches(bought: list[str], wanted: list[str], colors: tuple[str, ...] = COLORS) -> int:
+    bought = [normalize_color(v, colors) for v in bought]
+    return sum(any(token_set_ratio(p, normalize_color(g, colors)) > 85 for p in bought) for g in wanted)
 
 
 def type_reward(product: Product, goal: Goal) -> float:
@@ -103,10 +104,12 @@ def type_reward(product: Product, goal: Goal) -> float:
     return r_type
 
 
-def get_reward(product: Product, goal: Goal, options: dict[str, str]) -> float:
-    """The score of buying ``product`` with the chosen ``options`` ({name: value}) for ``goal``."""
+def get_reward(product: Product, goal: Goal, options: dict[str, str],
+               colors: tuple[str, ...] = COLORS) -> float:
+    """The score of buying ``product`` with the chosen ``options`` ({name: value}) for ``goal``;
+    ``colors`` is the word list of ``normalize_color`` (a real-data catalog brings WebShop's own)."""
     n_attr = attribute_matches(product, goal.attributes)
-    n_opt = option_matches(list(options.values()), [v for _, v in goal.options])
+    n_opt = option_matches(list(options.values()), [v for _, v in goal.options], colors)
     r_price = product.price <= goal.price_upper
     total = (n_attr + n_opt + r_price) / (len(goal.attributes) + len(goal.options) + 1)
     return total * type_reward(product, goal)
