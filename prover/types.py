@@ -170,6 +170,53 @@ class Proposal:
 
 
 @dataclass
+class JudgeRequest:
+    """What a judge is asked: find, in ``group.trajectories[target]`` (a success), the segment of at
+    most ``max_turns`` turns that most likely made the difference against the group's failed runs."""
+
+    group: Group
+    target: int  # index of the successful trajectory in group.trajectories
+    max_turns: int = 4  # L: longest segment accepted
+    seed: int = 0  # for judges that sample (random); same request + seed -> same answer
+
+    @property
+    def success(self) -> Trajectory:
+        return self.group.trajectories[self.target]
+
+    @property
+    def failures(self) -> list[Trajectory]:
+        return [t for t in self.group.trajectories if not t.won]
+
+
+@dataclass
+class JudgeUsage:
+    """What asking a judge cost. Dollars are 0 for free or unpriced (local) models, never missing."""
+
+    calls: int = 0  # model requests (LLM judges); 0 for free judges
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0
+    tool_calls: int = 0
+    repairs: int = 0  # proposals sent back to the model because validation failed
+    errors: int = 0  # failed requests (timeout, server error, unparseable answer)
+    cached: int = 0  # answers served from the response cache
+
+    def add(self, other: "JudgeUsage") -> "JudgeUsage":
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+
+@dataclass
+class JudgeResult:
+    """A judge's answer to one request: a proposal or None (with why), and what it cost."""
+
+    proposal: Proposal | None
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
+    failure: str = ""  # why there is no proposal ("" when there is one)
+
+
+@dataclass
 class StepStats:
     """What one training step measured: the columns every benchmark prints."""
 

@@ -1,0 +1,208 @@
+"""CriticSearch: a frozen critic labels every turn Good or Bad; the Good turns share one unit of credit,
+mixed with GRPO's outcome advantage.
+
+    l_{i,t}   in {Good, Bad}                                   the critic's label of turn t of trajectory i
+    A^a_{i,t} = 1[l_{i,t} = Good] / (sum_u 1[l_{i,u} = Good] + eps)      turn credit (Good turns share 1)
+    A_{i,t}   = alpha * A^a_{i,t} + (1 - alpha) * A^GRPO_{i,t}           alpha = 0.25
+    A_{i,t,k} = A_{i,t} for every token k of turn t
+
+Paper: "CriticSearch", arXiv 2511.12159 (ACL Findings 2026): a frozen, asymmetric critique LLM sees the
+question, the full trajectory and the gold answer and labels each turn; turn reward, its normalisation
+within the trajectory and the hybrid with alpha = 0.25 as summarised in ../shared/research/algorithms.md §4
+(the paper's PDF was not readable; its equation numbers are not known).
+
+Departures and choices:
+1. The critic's settings are the ``credit.critic`` section (``backend: litellm | local`` and that
+   backend's fields, e.g. ``credit.critic.litellm.model=gpt-5.4-mini``), not ``judge:``: the judge
+   section belongs to ProVer's proposer, and a comparison may run both with different models.
+2. No gold answer crosses rooms (the env keeps it), so the critic sees the task text, the run's outcome
+   (won, return) and, as its privileged reference, the actions of the group's shortest successful run
+   (in searchqa-sim its final answer exact-matched a gold alias; in alfworld-sim and webshop-sim its
+   actions reached the goal state). A group with no success gives the critic only task and outcome.
+3. The outcome term is our GRPO (``grpo.py``'s switches; default: scale * env return minus the format
+   penalty, normalised by the group std) instead of the paper's {1, 0.8, 0.2, 0} correctness-by-format
+   reward.
+4. By default only groups whose wins lie in ``eligible`` (1-3 of 8) are labelled, as in the ProVer
+   paper's comparison, which is what this baseline is here for; ``groups="all"`` labels every group
+   (the paper). An unlabelled group keeps plain GRPO (weight 1, not 1 - alpha), so an all-failed or
+   all-won group gets exactly GRPO's advantage.
+5. A critic call that fails, or whose answer is not exactly one Good/Bad label per turn (after
+   ``max_repairs`` re-asks, default none), leaves its whole group at plain GRPO, counted in
+   ``credit/critic_failures``: a group is never half critic, half not.
+6. One critic call per trajectory, calls run concurrently; eps = 1e-6 (the paper's value was not found).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prover.credit.base import CreditAssigner, CreditContext, broadcast, in_win_range
+from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
+from prover.judges.agentic import count_reply, find_json_object
+from prover.judges.chat import ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, assistant_message
+from prover.judges.local_chat import LocalSettings
+from prover.judges.tools import render_trajectory
+from prover.registry import CREDIT
+from prover.types import Advantages, Batch, Group, JudgeUsage, Trajectory
+
+CRITIC_SYSTEM = """You are a critic of an agent's episode. You know how it ended and how a successful \
+attempt at the same task went. For each turn, decide whether its action contributed to reaching the \
+goal or the correct final answer (Good) or not: useless, redundant, wrong or harmful (Bad). Reply with \
+one JSON object and nothing else: {"labels": ["Good" or "Bad", one per turn, in turn order]}."""
+
+
+class CriticSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    backend: Literal["litellm", "local"] = Field("litellm", description="Which chat layer runs the frozen critic.")
+    litellm: LiteLLMSettings = Field(default_factory=LiteLLMSettings, description="The critic model with "
+                                     "backend=litellm (ProVer's comparison: gpt-5.4-mini).")
+    local: LocalSettings = Field(default_factory=LocalSettings, description="The critic model with backend=local.")
+    concurrency: int = Field(8, ge=1, description="Critic calls (trajectories) in flight at once.")
+    max_repairs: int = Field(0, ge=0, description="Malformed label lists sent back with the reason before the "
+                             "group falls back to GRPO.")
+    obs_chars: int = Field(400, ge=20, description="Characters of each observation shown to the critic.")
+
+
+class CriticSearchConfig(GRPOConfig):
+    alpha: float = Field(0.25, ge=0.0, le=1.0, description="Weight of the critic's turn credit (paper: 0.25).")
+    credit_eps: float = Field(1e-6, gt=0.0, description="Added to the number of Good turns before dividing.")
+    groups: Literal["all", "eligible"] = Field("eligible", description="Label only groups whose wins lie in "
+                                               "eligible (ProVer's comparison) or every group (the paper).")
+    eligible: tuple[int, int] = Field((1, 3), description="Win range (min, max) labelled with groups=eligible "
+                                      "(ProVer comparison: 1-3 of 8).")
+    critic: CriticSettings = Field(default_factory=CriticSettings, description="The frozen critic model.")
+
+
+class CriticAnswer(BaseModel):
+    labels: list[Literal["Good", "Bad"]]
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _case(cls, value: object) -> object:  # "good", "BAD" are the same answer
+        if not isinstance(value, list):
+            return value
+        return [v.strip().capitalize() if isinstance(v, str) else v for v in value]
+
+
+def reference_run(group: Group) -> Trajectory | None:
+    """The group's shortest successful run (the critic's hindsight reference), or None."""
+    wins = [t for t in group.trajectories if t.won]
+    return min(wins, key=lambda t: len(t.turns)) if wins else None
+
+
+def critic_prompt(traj: Trajectory, group: Group, obs_chars: int = 400) -> str:
+    ref = reference_run(group)
+    if ref is None:
+        reference = "No attempt at this task succeeded; judge each turn against the task itself."
+    elif ref is traj:
+        reference = "This run is itself the shortest successful attempt."
+    else:
+        reference = ("A successful attempt took these actions, in order: "
+                     + " | ".join(t.action for t in ref.turns) + f" (its final action: {ref.turns[-1].action!r}).")
+    outcome = "succeeded" if traj.won else "failed"
+    n = len(traj.turns)
+    return (f"Task: {traj.task_text}\nOutcome of this run: it {outcome} (return {traj.env_return:g}).\n"
+            f"Reference: {reference}\n\nThe run:\n{render_trajectory(traj, obs_chars)}\n\n"
+            f"Label all {n} turns (0..{n - 1}): exactly {n} labels.")
+
+
+def read_labels(text: str, n_turns: int) -> list[bool] | str:
+    """The critic's reply -> one bool (Good) per turn, or why it cannot be used."""
+    raw = find_json_object(text, key="labels")
+    if raw is None:
+        return 'no JSON object with "labels" found'
+    try:
+        labels = CriticAnswer.model_validate(raw).labels
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return f"labels: {err['msg']} (got {err.get('input')!r})"
+    if len(labels) != n_turns:
+        return f"{len(labels)} labels for {n_turns} turns; give exactly one per turn"
+    return [label == "Good" for label in labels]
+
+
+def turn_credit(good: list[bool], eps: float) -> np.ndarray:
+    """A^a_t = 1[Good_t] / (#Good + eps): the Good turns share one unit of credit."""
+    g = np.asarray(good, dtype=np.float64)
+    return g / (g.sum() + eps)
+
+
+@CREDIT.register("criticsearch")
+class CriticSearch(CreditAssigner):
+    Config = CriticSearchConfig
+
+    def __init__(self, config: CriticSearchConfig | None = None, critic: ChatModel | None = None) -> None:
+        super().__init__(config)
+        self._critic = critic  # built on first use, so config checks never import litellm or torch
+
+    @property
+    def critic(self) -> ChatModel:
+        if self._critic is None:
+            c = self.config.critic
+            if c.backend == "litellm":
+                self._critic = LiteLLMChat(c.litellm)
+            else:
+                from prover.judges.local_chat import LocalChat
+
+                self._critic = LocalChat(c.local)
+        return self._critic
+
+    def label(self, traj: Trajectory, group: Group) -> tuple[list[bool] | None, JudgeUsage]:
+        """One critic conversation for one trajectory: its labels, or None when it failed."""
+        cfg, usage = self.config.critic, JudgeUsage()
+        messages = [{"role": "system", "content": CRITIC_SYSTEM},
+                    {"role": "user", "content": critic_prompt(traj, group, cfg.obs_chars)}]
+        for attempt in range(cfg.max_repairs + 1):
+            try:
+                reply = self.critic.chat(messages)
+            except ChatError:
+                usage.errors += 1
+                return None, usage
+            count_reply(usage, reply)
+            labels = read_labels(reply.text, len(traj.turns))
+            if not isinstance(labels, str):
+                return labels, usage
+            usage.errors += 1
+            if attempt < cfg.max_repairs:
+                usage.repairs += 1
+                messages += [assistant_message(reply), {"role": "user", "content": f"Unusable: {labels}. Reply "
+                                                        "again with the JSON object only."}]
+        return None, usage
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
+        cfg = self.config
+        per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
+        chosen = [gi for gi, g in enumerate(batch.groups)
+                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible)) and any(t.turns for t in g.trajectories)]
+        jobs = [(gi, i) for gi in chosen for i, tr in enumerate(batch.groups[gi].trajectories) if tr.turns]
+
+        def work(job: tuple[int, int]) -> tuple[list[bool] | None, JudgeUsage]:
+            group = batch.groups[job[0]]
+            return self.label(group.trajectories[job[1]], group)
+
+        if jobs:
+            self.critic  # noqa: B018  (build it once, before the threads race to: a local model loads here)
+        with ThreadPoolExecutor(max_workers=max(1, min(cfg.critic.concurrency, len(jobs)))) as pool:
+            results = dict(zip(jobs, pool.map(work, jobs)))
+        usage, failures, labelled, good, labelled_turns = JudgeUsage(), 0, 0, 0, 0
+        for u in (u for _, u in results.values()):
+            usage.add(u)
+        for gi in chosen:
+            mine = {i: results[(gi, i)][0] for g_i, i in jobs if g_i == gi}
+            if any(labels is None for labels in mine.values()):
+                failures += 1  # the whole group stays at plain GRPO
+                continue
+            labelled += 1
+            for i, labels in mine.items():
+                per_turn[gi][i] = cfg.alpha * turn_credit(labels, cfg.credit_eps) + (1 - cfg.alpha) * per_turn[gi][i]
+                good, labelled_turns = good + sum(labels), labelled_turns + len(labels)
+        metrics = {"credit/critic_labelled_groups": float(labelled), "credit/critic_failures": float(failures),
+                   "credit/critic_calls": float(usage.calls), "credit/critic_errors": float(usage.errors),
+                   "credit/critic_good_share": good / labelled_turns if labelled_turns else 0.0,
+                   "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
+                   "cost/judge_dollars": float(usage.dollars)}
+        return Advantages(values=broadcast(batch, per_turn), metrics=metrics)

@@ -1,0 +1,254 @@
+"""The agentic LLM judges: ``litellm`` (any LiteLLM model or a local OpenAI-compatible server) and
+``local`` (a Hugging Face folder in this process). Both run the same tool-calling loop.
+
+The loop, per request (ProVer's propose step, ../shared/research/algorithms.md §6.1):
+1. The model sees the task, the successful trajectory in full with turn numbers, and one-line previews
+   of the failed runs; it may call ``search_trajectory`` and ``get_segment`` (``tools.py``) for at most
+   ``max_tool_turns`` replies, after which only ``submit_segment`` is offered.
+2. Its answer, a ``submit_segment`` call or a JSON object in its text, is checked with pydantic
+   (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, non-terminal end,
+   no invalid action).
+3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3); after that,
+   or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
+   a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
+
+``propose`` never raises on what a model or a server does; ``propose_all`` runs requests on a thread
+pool of ``concurrency`` workers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from prover.judges.base import Judge, JudgeSettings, validate_segment
+from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall,
+                                assistant_message, tool_message)
+from prover.judges.local_chat import LocalSettings
+from prover.judges.tools import SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, render_trajectory, run_tool
+from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
+
+SYSTEM_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
+one succeeded, the others failed. Find one failure mode that recurs across the failed runs, and the \
+shortest stretch of consecutive turns of the successful run that solves or avoids it: the turns that \
+most likely made the difference. Inspect the failed runs with search_trajectory and get_segment, then \
+answer by calling submit_segment once."""
+SUBMIT = SUBMIT_SCHEMA["function"]["name"]
+NO_RESEARCH_LEFT = "error: no research turns left; call submit_segment now"
+
+
+class SegmentAnswer(BaseModel):
+    """The structured final answer. Numeric strings are accepted for turns ("3" -> 3); floats are not."""
+
+    model_config = ConfigDict(extra="ignore")
+    traj_id: str
+    start_turn: int
+    end_turn: int
+    rationale: str = ""
+
+
+class LoopSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_tool_turns: int = Field(8, ge=0, description="Most model replies spent on search_trajectory/get_segment "
+                                "before only submit_segment is offered.")
+    max_repairs: int = Field(3, ge=0, description="Invalid answers sent back with the reason before the "
+                             "proposal is dropped (ProVer: 3).")
+    concurrency: int = Field(8, ge=1, description="Requests (groups) judged at the same time.")
+    obs_chars: int = Field(600, ge=20, description="Characters of each observation shown in the successful run.")
+    preview_chars: int = Field(400, ge=40, description="Characters of each failed run's preview line.")
+
+
+def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400) -> str:
+    success, failures = request.success, request.failures
+    n = len(success.turns)
+    previews = "\n".join(f"- {preview(t, preview_chars)}" for t in failures) or "- (none)"
+    return (f"Task: {success.task_text}\n\nThe successful run, in full:\n{render_trajectory(success, obs_chars)}\n\n"
+            f"The failed runs ({len(failures)}), one line each:\n{previews}\n\n"
+            f"Answer with submit_segment(traj_id={success.traj_id!r}, start_turn, end_turn, rationale): at most "
+            f"{request.max_turns} consecutive turns, ending at turn {n - 2} or earlier (the state after the "
+            "segment must exist), and holding no invalid action.")
+
+
+def find_json_object(text: str, key: str = "traj_id") -> dict | None:
+    """The first JSON object in ``text`` that has ``key`` (code fences and prose around it allowed)."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and key in obj:
+            return obj
+    return None
+
+
+class Unreadable(str):
+    """Why an answer could not even be read (no JSON, broken JSON): counted as an error, then repaired."""
+
+
+def read_answer(arguments: str | None, text: str) -> SegmentAnswer | str:
+    """A submit_segment call's arguments (or, without one, the reply text) -> answer, or why not."""
+    if arguments is not None:
+        raw = parse_arguments(arguments)
+        if isinstance(raw, str):
+            return Unreadable(raw)
+    else:
+        raw = find_json_object(text)
+        if raw is None:
+            return Unreadable("error: no answer found; call submit_segment (or reply with one JSON object "
+                              "with traj_id, start_turn, end_turn, rationale)")
+    try:
+        return SegmentAnswer.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "answer"
+        return f"error: {where}: {err['msg']} (got {err.get('input')!r})"
+
+
+def answer_tool_calls(request: JudgeRequest, reply: ChatReply, may_research: bool, messages: list[dict],
+                      usage: JudgeUsage) -> ToolCall | None:
+    """Answer every research call of a reply (and any extra submit); return its first submit_segment."""
+    submit = next((c for c in reply.tool_calls if c.name == SUBMIT), None)
+    for call in reply.tool_calls:  # every call gets an answer: the API requires one per call id
+        if call is submit:
+            continue  # answered by the loop, and only if it needs repairing
+        usage.tool_calls += 1
+        if call.name == SUBMIT:
+            out = "error: only the first submit_segment of a reply is read"
+        elif not may_research:
+            out = NO_RESEARCH_LEFT
+        else:
+            out = run_tool(request.group, call.name, call.arguments)
+        messages.append(tool_message(call.id, out))
+    return submit
+
+
+def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | None,
+                 usage: JudgeUsage) -> Proposal | str:
+    """The reply's final answer as a verified-ready proposal, or the reason to send back."""
+    if submit is not None:
+        usage.tool_calls += 1
+        answer = read_answer(submit.arguments, reply.text)
+    elif reply.tool_calls:  # only research calls, with none left
+        return NO_RESEARCH_LEFT
+    else:
+        answer = read_answer(None, reply.text)
+    if isinstance(answer, str):
+        usage.errors += int(isinstance(answer, Unreadable))
+        return answer
+    segment = Segment(answer.traj_id, answer.start_turn, answer.end_turn)
+    problem = validate_segment(request, segment)
+    return Proposal(segment, answer.rationale) if problem is None else problem
+
+
+def count_reply(usage: JudgeUsage, reply: ChatReply) -> None:
+    """Add what one reply cost to ``usage`` (a cached reply cost nothing)."""
+    usage.calls += 0 if reply.cached else 1
+    usage.cached += int(reply.cached)
+    usage.prompt_tokens += reply.prompt_tokens
+    usage.completion_tokens += reply.completion_tokens
+    usage.dollars += reply.dollars
+
+
+class AgenticJudge(Judge):
+    """The loop; subclasses say which ``ChatModel`` answers (``make_chat``)."""
+
+    Config = LoopSettings
+
+    def __init__(self, config: LoopSettings | None = None, chat: ChatModel | None = None) -> None:
+        super().__init__(config)
+        self._chat = chat
+        self._lock = threading.Lock()
+
+    def make_chat(self) -> ChatModel:
+        raise NotImplementedError
+
+    @property
+    def chat(self) -> ChatModel:
+        with self._lock:  # built once, on first use (a local model loads here, not at config time)
+            if self._chat is None:
+                self._chat = self.make_chat()
+            return self._chat
+
+    def propose(self, request: JudgeRequest) -> JudgeResult:
+        cfg, usage = self.config, JudgeUsage()
+        chat = self.chat
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": user_prompt(request, cfg.obs_chars, cfg.preview_chars)}]
+        research, repairs = 0, 0
+        while True:
+            may_research = research < cfg.max_tool_turns
+            try:
+                reply = chat.chat(messages, TOOL_SCHEMAS if may_research else [SUBMIT_SCHEMA])
+            except ChatError as exc:
+                usage.errors += 1
+                return JudgeResult(None, usage, failure=f"judge request failed: {exc}")
+            count_reply(usage, reply)
+            messages.append(assistant_message(reply))
+            submit = answer_tool_calls(request, reply, may_research, messages, usage)
+            if submit is None and reply.tool_calls and may_research:
+                research += 1
+                if research == cfg.max_tool_turns:
+                    messages.append({"role": "user", "content": "No research turns left: call submit_segment now."})
+                continue
+            outcome = check_answer(request, reply, submit, usage)
+            if isinstance(outcome, Proposal):
+                return JudgeResult(outcome, usage)
+            if repairs >= cfg.max_repairs:
+                return JudgeResult(None, usage, failure=f"no valid segment after {repairs} repair(s): {outcome}")
+            repairs += 1
+            usage.repairs += 1
+            feedback = f"Your answer cannot be used: {outcome}. Fix it and call submit_segment again."
+            messages.append(tool_message(submit.id, feedback) if submit is not None
+                            else {"role": "user", "content": feedback})
+
+    def propose_all(self, requests: list[JudgeRequest]) -> list[JudgeResult]:
+        if len(requests) <= 1 or self.config.concurrency == 1:
+            return [self.propose(r) for r in requests]
+        self.chat  # noqa: B018  (build the model once, before the threads race to)
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests))) as pool:
+            return list(pool.map(self.propose, requests))
+
+    def close(self) -> None:
+        if self._chat is not None:
+            self._chat.close()
+
+
+class LiteLLMJudgeConfig(LoopSettings, LiteLLMSettings, JudgeSettings):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LiteLLMJudge(AgenticJudge):
+    """``judge.name=litellm``: e.g. ``judge.model=gpt-5.4-mini``, or ``judge.model=openai/qwen3.5-9b
+    judge.api_base=http://127.0.0.1:30000/v1`` for a local SGLang/vLLM server."""
+
+    Config = LiteLLMJudgeConfig
+
+    def __init__(self, config: LiteLLMJudgeConfig | None = None, chat: ChatModel | None = None) -> None:
+        super().__init__(config, chat)
+        if self._chat is None:  # fails now, at config time, when the API key's variable is unset
+            self._chat = self.make_chat()
+
+    def make_chat(self) -> ChatModel:
+        return LiteLLMChat(self.config)
+
+
+class LocalJudgeConfig(LoopSettings, LocalSettings, JudgeSettings):
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int = Field(1, ge=1, description="Requests judged at the same time (one model serves "
+                             "them one by one, so more only overlaps tool work).")
+
+
+class LocalJudge(AgenticJudge):
+    """``judge.name=local judge.model_path=/path/to/Qwen3.5-9B``: the same loop, no server."""
+
+    Config = LocalJudgeConfig
+
+    def make_chat(self) -> ChatModel:
+        from prover.judges.local_chat import LocalChat
+
+        return LocalChat(self.config)

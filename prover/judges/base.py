@@ -1,0 +1,107 @@
+"""The judge contract: ``propose(request) -> JudgeResult``, the same for every judge.
+
+A judge reads one rollout group and names the segment of a successful trajectory that most likely made
+the difference against the failed ones. It proposes; it never writes advantages. The framework
+validates every proposal with ``validate_segment`` (here, shared by every judge and by ProVer) and
+verifies it by branching. A judge's own settings are a pydantic ``Config`` read from the ``judge:``
+section of the run config, like a credit method's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from prover.errors import ConfigError
+from prover.types import JudgeRequest, JudgeResult, Segment
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
+
+
+class JudgeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Judge:
+    """Base class. Subclasses set ``Config`` and implement ``propose``."""
+
+    Config: ClassVar[type[JudgeSettings]] = JudgeSettings
+
+    def __init__(self, config: JudgeSettings | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    @classmethod
+    def parse_config(cls, train_cfg: "TrainConfig") -> JudgeSettings:
+        extra = dict(train_cfg.judge.model_extra or {})
+        try:
+            return cls.Config.model_validate(extra)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = "judge." + ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                known = ", ".join(f"judge.{k}" for k in cls.Config.model_fields) or "none"
+                raise ConfigError(f"unknown config field {where!r} for judge {train_cfg.judge.name!r}; "
+                                  f"its fields: {known}") from None
+            raise ConfigError(f"config field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
+
+    @classmethod
+    def validate_config(cls, train_cfg: "TrainConfig") -> None:
+        cls.parse_config(train_cfg)
+
+    @classmethod
+    def from_train_config(cls, train_cfg: "TrainConfig") -> "Judge":
+        return cls(cls.parse_config(train_cfg))
+
+    def propose(self, request: JudgeRequest) -> JudgeResult:
+        raise NotImplementedError
+
+    def propose_all(self, requests: list[JudgeRequest]) -> list[JudgeResult]:
+        """One result per request, in order. LLM judges override this to run requests concurrently."""
+        return [self.propose(r) for r in requests]
+
+    def close(self) -> None:
+        """Release servers, threads or models the judge holds."""
+
+
+def validate_segment(request: JudgeRequest, segment: Segment) -> str | None:
+    """Why ``segment`` cannot be verified for ``request``, or None when it can.
+
+    The checks of the paper: it lies in the successful trajectory, within bounds, at most L turns, ends
+    before the last turn (a state after it must exist to branch from), and holds no malformed or
+    rejected action. The message is written for an LLM to repair its answer.
+    """
+    success = request.success
+    n = len(success.turns)
+    if segment.traj_id != success.traj_id:
+        return (f"traj_id {segment.traj_id!r} is not the successful trajectory; "
+                f"propose a segment of {success.traj_id!r}")
+    s, e = segment.start_turn, segment.end_turn
+    if not (isinstance(s, int) and isinstance(e, int)):
+        return "start_turn and end_turn must be integers"
+    if s < 0 or e >= n or s > e:
+        return f"turns {s}..{e} are out of range: need 0 <= start_turn <= end_turn <= {n - 1}"
+    if e - s + 1 > request.max_turns:
+        return f"segment {s}..{e} has {e - s + 1} turns; at most {request.max_turns} are allowed"
+    if e >= n - 1:
+        return (f"segment ends at the final turn {n - 1}; it must end before it (at most turn {n - 2}) "
+                "so that the state after it can be replayed")
+    for t in range(s, e + 1):
+        turn = success.turns[t]
+        if not (turn.format_valid and turn.action_valid):
+            return f"turn {t} holds a malformed or rejected action ({turn.action!r}); choose turns without one"
+    return None
+
+
+def valid_segments(request: JudgeRequest) -> list[Segment]:
+    """Every segment that ``validate_segment`` accepts, shortest first, then earliest."""
+    success = request.success
+    n = len(success.turns)
+    out = []
+    for length in range(1, request.max_turns + 1):
+        for s in range(0, n - length):
+            seg = Segment(success.traj_id, s, s + length - 1)
+            if validate_segment(request, seg) is None:
+                out.append(seg)
+    return out

@@ -1,0 +1,274 @@
+"""One small chat interface for every LLM the framework asks (judges, critics), and its LiteLLM client.
+
+``ChatModel.chat(messages, tools) -> ChatReply``: OpenAI-shaped messages and tool schemas in; the reply
+text, its tool calls and what it cost out. A request that fails for good raises ``ChatError`` (one
+line, no secret in it); callers count it and carry on. Two implementations: ``LiteLLMChat`` here (any
+LiteLLM model, or ``openai/<name>`` plus ``api_base`` for a local OpenAI-compatible server such as
+SGLang or vLLM) and ``LocalChat`` in ``local_chat.py`` (a Hugging Face folder, no server).
+
+API keys are read from the environment variable that ``api_key_env`` names, when the client is built;
+the key itself never enters a config, a cache key, a cache file, a log line or a repr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from prover.errors import ConfigError, ProverError
+
+log = logging.getLogger("prover.judges")
+RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",
+                   "max_retries"}
+
+
+class ChatError(ProverError):
+    """A chat request failed for good: timeout, refused, server error after retries, unreadable reply."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the JSON text the model wrote, unparsed (it may be malformed)
+
+
+@dataclass
+class ChatReply:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0  # 0 for free or unpriced (local) models
+    cached: bool = False  # served from the response cache: nothing was spent
+    attempts: int = 1  # requests sent for this reply, retries included
+
+
+def assistant_message(reply: ChatReply) -> dict:
+    """The reply as an OpenAI assistant message, to append to the conversation."""
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                             for c in reply.tool_calls]
+    return msg
+
+
+def tool_message(call_id: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+class ChatModel:
+    """Base class: ``chat`` answers one request; ``close`` releases what the model holds."""
+
+    name: str = "chat"
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Nothing to release by default."""
+
+
+class ReplyCache:
+    """Replies by request key: in memory, and as one JSON file per key under ``directory`` if given."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory else None
+        self._memory: dict[str, ChatReply] = {}
+        self._lock = threading.Lock()
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def key(payload: dict) -> str:
+        """sha256 of the request's canonical JSON (objects that are not JSON, e.g. exceptions, by repr)."""
+        text = json.dumps(payload, sort_keys=True, default=repr, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, key: str) -> ChatReply | None:
+        with self._lock:
+            if key in self._memory:
+                return self._memory[key]
+        if self.directory is None or not (self.directory / f"{key}.json").is_file():
+            return None
+        try:
+            raw = json.loads((self.directory / f"{key}.json").read_text())
+            reply = ChatReply(**{**raw, "tool_calls": [ToolCall(**c) for c in raw.get("tool_calls", [])]})
+        except (OSError, ValueError, TypeError):  # a torn or foreign file is a miss, not a crash
+            return None
+        with self._lock:
+            self._memory[key] = reply
+        return reply
+
+    def put(self, key: str, reply: ChatReply) -> None:
+        with self._lock:
+            self._memory[key] = reply
+        if self.directory is not None:
+            tmp = self.directory / f".{key}.{threading.get_ident()}.tmp"
+            tmp.write_text(json.dumps(asdict(reply)))
+            os.replace(tmp, self.directory / f"{key}.json")  # atomic: readers never see half a file
+
+
+class LiteLLMSettings(BaseModel):
+    """How to reach a LiteLLM model. Shared by the ``litellm`` judge and the CriticSearch critic."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field("gpt-5.4-mini", description="LiteLLM model string: 'gpt-5.4-mini', 'anthropic/...', or "
+                       "'openai/<served-name>' with api_base for a local SGLang/vLLM server (ProVer: gpt-5.4-mini).")
+    api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible server, e.g. "
+                                 "http://127.0.0.1:30000/v1; None for the provider's own endpoint.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key "
+                                    "(the key itself never goes in a config); None lets LiteLLM read the "
+                                    "provider's usual variable, e.g. OPENAI_API_KEY.")
+    timeout_s: float = Field(60.0, gt=0.0, description="Seconds one request may take before it fails.")
+    max_retries: int = Field(3, ge=0, description="Retries of a request answered 429 (rate limit) or 5xx.")
+    backoff_s: float = Field(1.0, ge=0.0, description="First retry delay; it doubles each retry (with jitter).")
+    max_backoff_s: float = Field(30.0, ge=0.0, description="Longest delay between two retries.")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0: repeatable, cacheable).")
+    max_tokens: int = Field(2048, ge=1, description="Most tokens per reply.")
+    cache: bool = Field(True, description="Reuse the reply of an identical earlier request (in memory).")
+    cache_dir: str | None = Field(None, description="Also keep replies as files in this folder, across runs.")
+    litellm_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for "
+                                           "litellm.completion, e.g. {reasoning_effort: low} or, in tests, "
+                                           "{mock_response: ...}; never an API key.")
+
+    @field_validator("litellm_kwargs")
+    @classmethod
+    def _no_reserved(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = sorted(RESERVED_KWARGS & set(value))
+        if bad:
+            raise ValueError(f"litellm_kwargs may not set {bad}: use the fields of the same name, and "
+                             "api_key_env (an environment variable name) for the key")
+        return value
+
+
+def _import_litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
+    # Its pydantic models warn about ReadOnly TypedDicts when first built (at import and first call).
+    warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback" banners on every failed request
+    return litellm
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _retry_after(exc: BaseException) -> float:
+    """The server's Retry-After header in seconds, when it sent one."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        return float(headers.get("retry-after", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+class LiteLLMChat(ChatModel):
+    """``litellm.completion`` with a timeout, retries with exponential backoff on 429 and 5xx, a reply
+    cache keyed by the request, and the cost from LiteLLM's price map (0 when the model is unpriced)."""
+
+    def __init__(self, settings: LiteLLMSettings) -> None:
+        self.settings = settings
+        self.name = settings.model
+        self._api_key: str | None = None
+        if settings.api_key_env:
+            self._api_key = os.environ.get(settings.api_key_env) or None
+            if self._api_key is None:
+                raise ConfigError(f"environment variable {settings.api_key_env!r} (api_key_env) is not set; "
+                                  "export the model's API key in it")
+        elif settings.api_base:
+            self._api_key = "unused"  # the OpenAI client needs some key; local servers ignore it
+        self.cache = ReplyCache(settings.cache_dir) if settings.cache else None
+        self._litellm: Any = None
+
+    def __repr__(self) -> str:  # never the key
+        return f"LiteLLMChat(model={self.settings.model!r}, api_base={self.settings.api_base!r})"
+
+    def _redact(self, text: str) -> str:
+        if self._api_key and len(self._api_key) >= 4:
+            text = text.replace(self._api_key, "***")
+        return text
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+        s = self.settings
+        payload = {"model": s.model, "api_base": s.api_base, "messages": messages, "tools": tools or None,
+                   "temperature": s.temperature, "max_tokens": s.max_tokens, **s.litellm_kwargs}
+        key = ReplyCache.key(payload)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return ChatReply(hit.text, list(hit.tool_calls), cached=True, attempts=0)
+        if self._litellm is None:
+            self._litellm = self._load()
+        for attempt in range(s.max_retries + 1):
+            try:
+                resp = self._litellm.completion(**payload, api_key=self._api_key, timeout=s.timeout_s,
+                                                num_retries=0, max_retries=0, drop_params=True)
+            except Exception as exc:  # every provider error becomes one line; retry the transient ones
+                status = _status(exc)
+                transient = status is not None and (status == 429 or status >= 500)
+                first_line = self._redact(str(exc)).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                what = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {first_line}"
+                if transient and attempt < s.max_retries:
+                    delay = min(s.max_backoff_s, max(s.backoff_s * 2 ** attempt, _retry_after(exc)))
+                    log.warning("judge model %s: %s; retry %d/%d in %.2fs", s.model, what, attempt + 1,
+                                s.max_retries, delay)
+                    time.sleep(delay * (1.0 + 0.1 * random.random()))
+                    continue
+                raise ChatError(f"model {s.model!r}: {what} (after {attempt + 1} attempt(s))") from None
+            reply = self._read(resp, attempt + 1)
+            if self.cache is not None:
+                self.cache.put(key, ChatReply(reply.text, reply.tool_calls))
+            return reply
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _load(self) -> Any:
+        """Import litellm; without api_key_env or api_base, check the provider's key variable is set
+        (a missing key otherwise comes back as a retried HTTP 500 on every request)."""
+        litellm = _import_litellm()
+        s = self.settings
+        mocked = {"mock_response", "mock_tool_calls"} & set(s.litellm_kwargs)
+        if self._api_key is None and not mocked:
+            missing = litellm.validate_environment(model=s.model).get("missing_keys") or []
+            if missing:
+                raise ConfigError(f"model {s.model!r} needs the environment variable(s) {missing}; export the "
+                                  "key there, or name another variable with api_key_env")
+        return litellm
+
+    def _read(self, resp: Any, attempts: int) -> ChatReply:
+        try:
+            msg = resp.choices[0].message
+            calls = []
+            for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
+                args = tc.function.arguments
+                calls.append(ToolCall(id=tc.id or f"call_{i}", name=tc.function.name or "",
+                                      arguments=args if isinstance(args, str) else json.dumps(args)))
+            text = msg.content if isinstance(msg.content, str) else ""
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}") from None
+        usage = getattr(resp, "usage", None)
+        return ChatReply(text, calls, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                         dollars=self._cost(resp), attempts=attempts)
+
+    def _cost(self, resp: Any) -> float:
+        """LiteLLM's price for the reply; 0 for unpriced models (it raises for those) and never a crash."""
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        if isinstance(hidden.get("response_cost"), (int, float)):
+            return float(hidden["response_cost"])
+        try:
+            return float(self._litellm.completion_cost(completion_response=resp) or 0.0)
+        except Exception:  # ModelNotMappedError and friends: a local model costs nothing we can price
+            return 0.0

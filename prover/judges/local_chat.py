@@ -1,0 +1,161 @@
+"""``LocalChat``: the chat interface on a local Hugging Face checkpoint folder, no server.
+
+Generation goes through prover's ``hf`` engine (transformers). Tools reach the model through the chat
+template's own tools support when it has one (Qwen's templates render them and expect answers as
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``); for a template without it (the tiny
+test model's) the same instructions and tags are written into the messages as plain text. Tool calls
+are parsed back out of the generated text in that format. Dollars are always 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from prover.errors import ConfigError
+from prover.judges.chat import ChatError, ChatModel, ChatReply, ToolCall
+
+TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", flags=re.DOTALL)
+THINK = re.compile(r"<think>.*?(?:</think>|$)", flags=re.DOTALL)
+END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+
+
+class LocalSettings(BaseModel):
+    """How to run a local checkpoint. Shared by the ``local`` judge and the CriticSearch critic."""
+
+    model_config = ConfigDict(extra="forbid")
+    model_path: str = Field("", description="Local Hugging Face checkpoint folder of the model (e.g. a "
+                            "Qwen3.5-9B download); required.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("bfloat16", description="Parameter dtype.")
+    device: str | None = Field(None, description="Torch device; None picks cuda when there is one, else cpu.")
+    max_new_tokens: int = Field(1024, ge=1, description="Most tokens per reply.")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0: greedy).")
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra chat-template "
+                                                 "arguments, e.g. {enable_thinking: false} for Qwen3.")
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
+    """Split generated text into its prose and its ``<tool_call>{json}</tool_call>`` blocks.
+
+    A block whose JSON does not parse still becomes a call (its raw text as the arguments), so the
+    loop answers it with a tool error instead of silently ignoring what the model tried to do.
+    """
+    calls = []
+    for k, m in enumerate(TOOL_CALL.finditer(text)):
+        body = m.group(1).strip()
+        try:
+            obj = json.loads(body)
+        except json.JSONDecodeError:
+            name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
+            calls.append(ToolCall(f"call_{k}", name.group(1) if name else "", body))
+            continue
+        if not isinstance(obj, dict):
+            calls.append(ToolCall(f"call_{k}", "", body))
+            continue
+        args = obj.get("arguments", obj.get("parameters", {}))
+        calls.append(ToolCall(f"call_{k}", str(obj.get("name", "")),
+                              args if isinstance(args, str) else json.dumps(args)))
+    return TOOL_CALL.sub("", text).strip(), calls
+
+
+def tools_as_text(tools: list[dict]) -> str:
+    """Tool instructions for a chat template that cannot render tools itself (the Qwen wording's gist)."""
+    specs = "\n".join(json.dumps(t) for t in tools)
+    return ("\n\n# Tools\nYou may call these functions:\n<tools>\n" + specs + "\n</tools>\n"
+            'To call one, write <tool_call>{"name": <function-name>, "arguments": <json-object>}</tool_call>.')
+
+
+def _args_obj(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+
+
+def template_messages(messages: list[dict], tools: list[dict] | None, native_tools: bool) -> list[dict]:
+    """OpenAI-shaped messages -> what the chat template renders (arguments as objects for Qwen's)."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = [{"name": c["function"]["name"], "arguments": _args_obj(c["function"]["arguments"])}
+                     for c in m["tool_calls"]]
+            if native_tools:
+                m["tool_calls"] = [{"type": "function", "function": c} for c in calls]
+            else:
+                m.pop("tool_calls")
+                m["content"] = (m.get("content") or "") + "".join(
+                    f"\n<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+        elif m.get("role") == "tool" and not native_tools:
+            m = {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
+        m["content"] = m.get("content") or ""
+        out.append(m)
+    if tools and not native_tools:
+        if out and out[0]["role"] == "system":
+            out[0] = {**out[0], "content": out[0]["content"] + tools_as_text(tools)}
+        else:
+            out.insert(0, {"role": "system", "content": tools_as_text(tools).strip()})
+    return out
+
+
+class LocalChat(ChatModel):
+    """One model in this process; requests are served one at a time (a lock), greedy by default."""
+
+    def __init__(self, settings: LocalSettings) -> None:
+        from prover.engines.hf import HFEngine, check_model_dir
+
+        if not settings.model_path:
+            raise ConfigError("model_path is not set: give the local Hugging Face checkpoint folder of the model")
+        check_model_dir(settings.model_path)
+        self.settings = settings
+        self.name = f"local:{settings.model_path}"
+        self.engine = HFEngine(settings.model_path, dtype=settings.dtype, device=settings.device, batch_size=1)
+        self.tokenizer = self.engine.tokenizer
+        self.native_tools = "tools" in (self.tokenizer.chat_template or "")
+        self.max_context = getattr(self.engine.model.config, "max_position_embeddings", None)
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    def __repr__(self) -> str:
+        return f"LocalChat(model_path={self.settings.model_path!r})"
+
+    def encode(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        msgs = template_messages(messages, tools, self.native_tools)
+        kwargs = dict(self.settings.chat_template_kwargs)
+        if tools and self.native_tools:
+            kwargs["tools"] = tools
+        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, **kwargs)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+        from prover.types import SamplingParams
+
+        s = self.settings
+        try:
+            prompt = self.encode(messages, tools)
+        except Exception as exc:  # a template that rejects these messages is this model's failure
+            raise ChatError(f"{self.name}: the chat template could not render the request: {exc}") from None
+        if self.max_context and len(prompt) + s.max_new_tokens > self.max_context:
+            raise ChatError(f"{self.name}: prompt of {len(prompt)} tokens plus max_new_tokens={s.max_new_tokens} "
+                            f"exceeds the model's context of {self.max_context}")
+        params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature)
+        with self._lock:
+            self._calls += 1
+            try:
+                gen = self.engine.generate([prompt], params, seed=self._calls)[0]
+            except RuntimeError as exc:  # out of memory and the like: this request failed
+                raise ChatError(f"{self.name}: generation failed: {str(exc).splitlines()[0][:200]}") from None
+        text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=False)
+        for mark in END_MARKS:
+            text = text.replace(mark, "")
+        text, calls = parse_tool_calls(THINK.sub("", text))
+        return ChatReply(text, calls, prompt_tokens=len(prompt), completion_tokens=len(gen.token_ids))
+
+    def close(self) -> None:
+        self.engine = None  # type: ignore[assignment]
