@@ -115,12 +115,13 @@ def test_exact_feedback_strings():
             "a countertop 1, a diningtable 1, a fridge 1, a microwave 1, and a sinkbasin 1.")
     assert welcome(game.world, game.state) == (
         f"-= Welcome to TextWorld, ALFRED! =-\n\n{room}\n\nYour task is to: put a cool apple in diningtable.")
-    assert game("look") == room
+    # Later looks list the receptacles at the agent's location: none in the middle of the room.
+    assert game("look") == "You are in the middle of a room. Looking quickly around you, you see nothing."
     assert game("inventory") == "You are not carrying anything."
     assert game("go to countertop 1") == (
         "You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 1, and a mug 2.")
     assert game("look") == "You are facing the countertop 1. Next to it, you see nothing."
-    assert game("examine knife 1") == "There's nothing special about knife 1."
+    assert "examine knife 1" not in game.admissible()  # the real engine examines only what is held
     assert game("examine countertop 1") == "On the countertop 1, you see a apple 1, a knife 1, and a mug 2."
     assert game("take apple 1 from countertop 1") == "You pick up the apple 1 from the countertop 1."
     assert game("inventory") == "You are carrying: a apple 1."
@@ -137,7 +138,7 @@ def test_exact_feedback_strings():
     assert game.won
     assert game("go to cabinet 2") == "You arrive at cabinet 2. The cabinet 2 is closed."
     assert game("open cabinet 2") == "You open the cabinet 2. The cabinet 2 is open. In it, you see nothing."
-    assert game("help").startswith("\nAvailable commands:\n  look:")
+    assert game("help").startswith("Available commands:\n  look:")
 
 
 def test_put_grammar():
@@ -191,7 +192,7 @@ def test_closed_receptacles_hide_contents_and_hands_hold_one_object():
     game("go to fridge 1")
     assert not any("egg 2" in a for a in game.admissible())
     game("open fridge 1")
-    assert {"take egg 2 from fridge 1", "examine egg 2"} <= set(game.admissible())
+    assert "take egg 2 from fridge 1" in game.admissible()
     game("take egg 2 from fridge 1")
     assert not any(a.startswith("take ") for a in game.admissible())
     game("go to countertop 1")
@@ -205,9 +206,8 @@ def test_light_task():
     game = Game(world)
     assert game("go to desk 1") == "You arrive at desk 1. On the desk 1, you see a desklamp 1."
     assert "take desklamp 1 from desk 1" not in game.admissible()  # lamps stay put
-    assert game("examine desklamp 1") == "This desklamp 1 is off."
+    assert "examine desklamp 1" not in game.admissible()  # only held objects can be examined
     assert game("use desklamp 1") == "You turn on the desklamp 1."
-    assert game("examine desklamp 1") == "This desklamp 1 is on."
     assert not game.won  # nothing in hand
     game("go to sidetable 1")
     game("take cd 1 from sidetable 1")

@@ -8,12 +8,18 @@ game (see ``shared/research/environments.md`` §1.2-1.3):
   in them until opened.
 * One object in hand. ``take`` needs empty hands and an open (or non-openable) receptacle; ``move``
   (``put`` in the old grammar) needs the receptacle to be open and able to contain the object.
-* ``heat``/``cool``/``clean`` need a microwave/fridge/sink or bathtub basin at the current location and
+* ``heat``/``cool``/``clean`` need a microwave/fridge/sink basin at the current location and
   the object in hand; the appliance may stay closed. Heating clears cold and cooling clears hot.
 * ``use`` switches on a lamp at the current location. As in the PDDL domain the lamp stays "toggled"
   once used, so the game always answers "You turn on ..." (its hidden on/off bit changes nothing).
-* Lamps cannot be carried: the light task is to bring the object to the lamp.
+* Lamps cannot be carried: the light task is to bring the object to the lamp. Only lamps of the task's
+  lamp type can be used (ALFWorld's problems make no other lamp ``toggleable``).
+* ``examine`` works on the receptacle faced and on the object in hand, nothing else: the real engine
+  (Fast Downward's reading of ``examineObject``'s disjunctive precondition) admits no other object.
 * Anything not admissible answers exactly "Nothing happens." and changes nothing.
+
+``plugins/prover-alfworld`` plays the same generated tasks on the real engine and checks, step by
+step, that the feedback and the admissible lists agree with this file.
 
 A command is a tuple ``(verb, *names)``; ``choices`` maps every admissible command string to one.
 """
@@ -22,14 +28,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prover.envs.alfworld_sim.world import HOLDS, LIGHT, OPENABLE, PROCESSING, PROPS, TWO, World
+from prover.envs.alfworld_sim.world import (HOLDS, LIGHT, OPENABLE, PROCESSING, PROPS, RECEPTACLE_OBJECTS, TWO,
+                                            World)
 
 NOTHING = "Nothing happens."
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 APPLIANCE_VERBS = {verb: (prop, appliances) for verb, prop, appliances in PROCESSING.values()}
-# The 2.1.3 help text, verbatim (its "move" line is two columns short, as in the game).
+# The 2.1.3 help text, verbatim (its "move" line is two columns short, as in the game). The grammar
+# starts it with a newline, which the real engine's text generator drops.
 HELP = {"move": (
-    "\nAvailable commands:\n"
+    "Available commands:\n"
     "  look:                             look around your current location\n"
     "  inventory:                        check your current inventory\n"
     "  go to (receptacle):               move to a receptacle\n"
@@ -62,7 +70,10 @@ class State:
 
     @classmethod
     def initial(cls, world: World) -> State:
-        return cls(where=dict(world.start))
+        # ALFWorld's problems mark goal-type objects that start in a fridge as already cool
+        # (alfworld:alfworld/gen/game_states/planned_game_state.py, "already cool").
+        chilled = {o for o in world.targets if world.kind[world.start[o]] == "fridge"}
+        return cls(where=dict(world.start), cool=chilled)
 
     def copy(self) -> State:
         return State(dict(self.where), self.loc, self.holding, set(self.opened), set(self.hot),
@@ -116,13 +127,11 @@ def choices(world: World, state: State, grammar: str) -> dict[str, tuple]:
         verb = "close" if loc in state.opened else "open"
         out[f"{verb} {loc}"] = (verb, loc)
     for obj in contents(world, state, loc):
-        lamp = "t" in PROPS[kind[obj]]
-        if lamp:
-            out["use " + obj] = ("use", obj)
-        if reachable:
-            out["examine " + obj] = ("examine", obj)
-            if held is None and not lamp:
-                out[f"take {obj} from {loc}"] = ("take", obj, loc)
+        if "t" in PROPS[kind[obj]]:  # only the task's lamps are switchable; no lamp is carried
+            if kind[obj] == world.toggle_type:
+                out["use " + obj] = ("use", obj)
+        elif reachable and held is None:
+            out[f"take {obj} from {loc}"] = ("take", obj, loc)
     if held is not None:
         htype = kind[held]
         if reachable and rtype in HOLDS[htype]:
@@ -195,25 +204,28 @@ def describe(world: World, state: State, rec: str) -> str:
     return f"The {rec} is closed."
 
 
-def look(world: World, state: State) -> str:
+def look(world: World, state: State, intro: bool = False) -> str:
+    """The room (or the receptacle faced). The real grammar lists the receptacles at the agent's
+    location, which in the middle of the room is none; only the intro, derived without a location,
+    lists them all."""
     if state.loc is None:
         return ("You are in the middle of a room. Looking quickly around you, you see "
-                f"{listing(world.receptacles)}.")
+                f"{listing(world.receptacles if intro else ())}.")
     return f"You are facing the {state.loc}. Next to it, you see nothing."
 
 
 def welcome(world: World, state: State) -> str:
-    return f"{WELCOME}\n\n{look(world, state)}\n\nYour task is to: {world.goal}."
+    return f"{WELCOME}\n\n{look(world, state, intro=True)}\n\nYour task is to: {world.goal}."
 
 
 def examine_object(world: World, state: State, obj: str) -> str:
+    if world.kind[obj] in RECEPTACLE_OBJECTS:  # the grammar's first rule wins over hot/cool/clean
+        return f"This is a normal {obj}. In it, you see nothing."
     hot, cool, clean = obj in state.hot, obj in state.cool, obj in state.clean
     if clean and (hot or cool):
         return f"This is a {'hot' if hot else 'cool'} and clean {obj}."
     if hot or clean or cool:
         return f"This is a {'hot' if hot else 'clean' if clean else 'cold'} {obj}."
-    if "t" in PROPS[world.kind[obj]]:
-        return f"This {obj} is {'on' if obj in state.lit else 'off'}."
     return f"There's nothing special about {obj}."
 
 

@@ -46,13 +46,16 @@ GOALS = {
 }
 
 # The processing a task asks for: (verb, object property letter, appliance receptacle types).
+# Only a sink basin cleans: alfred.pddl's CleanObject names SinkBasinType alone (not BathtubBasinType).
 PROCESSING = {
-    "pick_clean_then_place_in_recep": ("clean", "w", ("sinkbasin", "bathtubbasin")),
+    "pick_clean_then_place_in_recep": ("clean", "w", ("sinkbasin",)),
     "pick_heat_then_place_in_recep": ("heat", "h", ("microwave",)),
     "pick_cool_then_place_in_recep": ("cool", "c", ("fridge",)),
 }
 
 OPENABLE = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe"})
+# Objects ALFWorld's problems mark ``isReceptacleObject``; ``examine`` describes them as containers.
+RECEPTACLE_OBJECTS = frozenset({"bowl", "box", "cup", "mug", "pan", "plate", "pot"})
 
 # Room kind -> receptacle type -> most instances in one room.
 ROOMS: dict[str, dict[str, int]] = {
