@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from prover.envs import check_env, make_env
 from prover.envs.alfworld_sim import TASK_TYPES, AlfworldSimEnv
 from prover.envs.alfworld_sim.engine import NOTHING, State, choices, feedback, transition, welcome, won
+from prover.errors import ConfigError, NameNotFound
 from prover.envs.alfworld_sim.expert import plan
 from prover.envs.alfworld_sim.world import GOALS, World, room_split
-from prover.errors import ConfigError
 
 KITCHEN = ("cabinet 1", "cabinet 2", "countertop 1", "diningtable 1", "fridge 1", "microwave 1",
            "sinkbasin 1")
@@ -62,7 +62,9 @@ def test_check_env(kwargs):
 
 
 def test_registered_names_and_bad_arguments():
-    assert isinstance(make_env("alfworld-sim-v0"), AlfworldSimEnv)
+    assert isinstance(make_env("alfworld-sim-v1"), AlfworldSimEnv)
+    with pytest.raises(NameNotFound, match="alfworld-sim-v1"):  # v0's dynamics are retired
+        make_env("alfworld-sim-v0")
     for bad in ({"task_types": ["pick_and_place"]}, {"grammar": "drop"}, {"prompt": "x"}, {"scene": "huge"},
                 {"n_receptacles": (5, 2)}, {"max_steps": 0}):
         with pytest.raises(ConfigError):

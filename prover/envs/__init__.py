@@ -14,7 +14,9 @@ from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
 
 ENVS.register("alfworld-sim", "prover.envs.alfworld_sim:AlfworldSimEnv")
-ENVS.register("alfworld-sim-v0", "prover.envs.alfworld_sim:AlfworldSimEnv")
+# v1: seven behaviours changed to match the real engine step for step (plugins/prover-alfworld's
+# conformance test); v0 is gone, so asking for it is an unknown-name error that suggests v1.
+ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimEnv")
 ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
 ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
 
