@@ -140,3 +140,76 @@ def test_http_client_malformed_reply_is_a_retrieval_error(reply):
             HttpRetriever(url, timeout=5).search("q")
     finally:
         server.shutdown()
+
+
+# -- the HTTP client against servers that misbehave below the HTTP layer ---------------------------------
+
+
+def _raw_server(handle):
+    """A bare TCP server on 127.0.0.1: ``handle(conn)`` writes whatever bytes the test wants."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def loop():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the test closed the listener
+                return
+            with conn:
+                conn.recv(65536)  # the request; its content does not matter here
+                try:
+                    handle(conn)
+                except OSError:  # the client gave up first
+                    pass
+
+    threading.Thread(target=loop, daemon=True).start()
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_http_client_server_that_never_accepts_times_out():
+    listener = socket.socket()  # the kernel completes the handshake; nobody ever reads or answers
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    try:
+        start = time.monotonic()
+        with pytest.raises(RetrievalError, match="did not answer within 0.3 s") as err:
+            HttpRetriever(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.3).search("q")
+        assert time.monotonic() - start < 1.5 and "\n" not in str(err.value)
+    finally:
+        listener.close()
+
+
+def test_http_client_trickling_server_is_cut_at_the_timeout():
+    def trickle(conn):  # a valid header, then one body byte every 50 ms for up to 4 s
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 80\r\n\r\n")
+        for _ in range(80):
+            conn.sendall(b" ")
+            time.sleep(0.05)
+
+    listener, url = _raw_server(trickle)
+    try:
+        start = time.monotonic()
+        with pytest.raises(RetrievalError, match="did not answer within 0.5 s"):
+            HttpRetriever(url, timeout=0.5).search("q")
+        # each byte arrives well within the socket timeout, so only the whole-read deadline stops it
+        assert time.monotonic() - start < 2.0
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("reply, message", [
+    (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", "answered HTTP 503"),
+    (b"garbage without a status line\r\n\r\n", "broke the HTTP exchange"),
+    (b"", "broke the HTTP exchange"),  # hangs up without a word
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"result\"", "broke the HTTP exchange"),  # cut short
+])
+def test_http_client_broken_replies_are_one_line_errors(reply, message):
+    listener, url = _raw_server(lambda conn: conn.sendall(reply))
+    try:
+        with pytest.raises(RetrievalError, match=message) as err:
+            HttpRetriever(url, timeout=5).search("q")
+        assert "\n" not in str(err.value)
+    finally:
+        listener.close()

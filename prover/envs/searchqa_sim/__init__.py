@@ -2,7 +2,7 @@
 
 ``kb`` invents entities, relations and passages, ``questions`` turns them into single-hop, bridge and
 comparison questions with hop chains and holds the exact-match reward, ``prompts`` holds the agent
-presets and ``env`` ties them into a ``TextEnv`` with BM25 retrieval (``prover.retrieval``).
+presets and ``env`` ties them into a ``TextEnv`` with retrieval by a ``prover.retrieval`` backend.
 """
 
 from prover.envs.searchqa_sim.env import SearchqaSimEnv

@@ -1,7 +1,8 @@
 """``searchqa-sim``: Search-R1's search-and-answer loop over a generated, fictional knowledge base.
 
 The agent writes ``<search>query</search>`` and gets ``<information>`` with the top-3 passages in
-Search-R1's ``Doc i(Title: T) text`` form, from real BM25 over the base's passages; or it writes
+Search-R1's ``Doc i(Title: T) text`` form, from a real retriever over the base's passages (BM25 by
+default; ``retriever="dense"`` or ``"pyserini"`` pick another ``prover.retrieval`` backend); or it writes
 ``<answer>text</answer>``, which ends the episode with reward 1.0 (and ``won``) when the answer
 exact-matches a gold alias after SQuAD normalisation, else 0.0. Text with neither tag is a no-op
 (``is_action_valid`` False) that still uses a turn, as in Search-R1 where every generation counts.
@@ -10,7 +11,7 @@ Default cap: 4 searches and 5 turns in all (Search-R1's nq_hotpotqa ``max_turns=
 Tasks: ``reset(seed=s)`` uses knowledge base ``s % n_kbs`` of the split and draws a question kind,
 then a question, from the seeded RNG. Train and test bases come from disjoint generator seeds
 ("train-i" vs "test-i"), so no test entity or fact is ever seen in training. Each base is built
-and indexed once per process (and the index once per machine, in the BM25 disk cache).
+and indexed once per process (and the index once per machine, in the retrieval disk cache).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from prover.envs.searchqa_sim.kb import KnowledgeBase, generate
 from prover.envs.searchqa_sim.prompts import PRESETS
 from prover.envs.searchqa_sim.questions import KINDS, Question, exact_match, questions
 from prover.errors import ConfigError, ContractError
-from prover.retrieval import format_documents
-from prover.retrieval.bm25 import BM25Retriever
+from prover.retrieval import Retriever, check_backend, format_documents, make_retriever
 
 SPLITS = ("train", "test")
 TAG_RE = re.compile(r"<(search|answer)>(.*?)</\1>", flags=re.DOTALL)  # Search-R1's postprocess regex
@@ -36,21 +36,26 @@ INVALID = ("Invalid action. To search, put the query between <search> and </sear
 NO_SEARCHES = "No searches left. Give the final answer between <answer> and </answer>."
 ANSWERED = "Answer received."
 
-_BASES: dict[tuple[str, str], tuple[KnowledgeBase, dict[str, list[Question]], BM25Retriever]] = {}
+_BASES: dict[tuple[str, str, str], tuple[KnowledgeBase, dict[str, list[Question]], Retriever]] = {}
 
 
-def load_base(tag: str, cache_dir: str | Path | None | bool = None):
-    """The knowledge base ``tag``, its questions and its BM25 index, built once per process."""
-    key = (tag, str(cache_dir))
+def load_base(tag: str, cache_dir: str | Path | None | bool = None, retriever: str = "bm25"):
+    """The knowledge base ``tag``, its questions and its ``retriever`` index, built once per process."""
+    key = (tag, str(cache_dir), retriever)
     if key not in _BASES:
         kb = generate(tag)
-        _BASES[key] = (kb, questions(kb), BM25Retriever(kb.passages, cache_dir=cache_dir))
+        _BASES[key] = (kb, questions(kb), make_retriever(retriever, kb.passages, cache_dir=cache_dir))
     return _BASES[key]
 
 
 def canonical_query(query: str) -> str:
     """Queries that BM25 cannot tell apart (case, punctuation, spacing) are one state."""
     return " ".join(re.findall(r"\w+", query.lower()))
+
+
+def spaced_query(query: str) -> str:
+    """A dense or Lucene retriever can tell punctuation apart, so only spacing is normalised."""
+    return " ".join(query.split())
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class SearchqaSimEnv(TextEnv):
 
     def __init__(self, *, question_types: Sequence[str] = KINDS, n_kbs: int = 4, max_turns: int = 5,
                  max_searches: int = 4, topk: int = 3, prompt: str = "compact",
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, retriever: str = "bm25") -> None:
         question_types = (question_types,) if isinstance(question_types, str) else tuple(question_types)
         bad = sorted(set(question_types) - set(KINDS))
         if bad or not question_types:
@@ -87,6 +92,10 @@ class SearchqaSimEnv(TextEnv):
                 raise ConfigError(f"searchqa-sim: {name}={value} must be at least 1")
         if max_searches < 0:
             raise ConfigError(f"searchqa-sim: max_searches={max_searches} must be 0 or more")
+        check_backend(retriever)  # an unknown name or a missing extra fails here, not at the first reset
+        self.retriever_name = retriever
+        # the state key must separate queries whose results may differ under this backend
+        self.query_key = canonical_query if retriever == "bm25" else spaced_query
         self.question_types, self.n_kbs, self.topk = question_types, n_kbs, topk
         self.max_turns, self.max_searches, self.cache_dir = max_turns, max_searches, cache_dir
         # the whole episode fits in the history window, so the transcript always shows the question
@@ -99,7 +108,7 @@ class SearchqaSimEnv(TextEnv):
         if split not in SPLITS:
             raise ConfigError(f"searchqa-sim: unknown split {split!r}; choose one of {SPLITS}")
         self.tag = f"{split}-{seed % self.n_kbs}"
-        kb, by_kind, self.retriever = load_base(self.tag, self.cache_dir)
+        kb, by_kind, self.retriever = load_base(self.tag, self.cache_dir, self.retriever_name)
         kind = self.question_types[int(self.np_random.integers(len(self.question_types)))]
         pool = by_kind[kind]
         self.question = pool[int(self.np_random.integers(len(pool)))]
@@ -121,7 +130,7 @@ class SearchqaSimEnv(TextEnv):
             obs, valid = NO_SEARCHES, False
         else:
             found = self.retriever.search(text, self.topk)
-            self.queries += (canonical_query(text),)
+            self.queries += (self.query_key(text),)
             self.seen = self.seen | {p.id for p in found}
             obs = f"<information>{format_documents(found)}</information>"
         self.steps += 1
@@ -135,8 +144,9 @@ class SearchqaSimEnv(TextEnv):
                 "searches_left": self.max_searches - len(self.queries)}
 
     def state_key(self) -> Hashable:
-        """The question and the canonical queries so far (they fix what was retrieved); the turn
-        count is left out so that GiGPO can group equal states reached at different steps."""
+        """The question and the queries so far, as far as the retriever tells them apart (they fix
+        what was retrieved); the turn count is left out so that GiGPO can group equal states
+        reached at different steps."""
         self._require_reset("state_key")
         return (self.question.qid, self.queries, self.done)
 
@@ -152,7 +162,7 @@ class SearchqaSimEnv(TextEnv):
             raise ContractError(f"SearchqaSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from SearchqaSimEnv.snapshot()")
         self.tag, self.question = snapshot.tag, snapshot.question
-        _, _, self.retriever = load_base(self.tag, self.cache_dir)
+        _, _, self.retriever = load_base(self.tag, self.cache_dir, self.retriever_name)
         self.queries, self.seen, self.steps = snapshot.queries, snapshot.seen, snapshot.steps
         self.done, self.won = snapshot.done, snapshot.won
         self.np_random.bit_generator.state = snapshot.rng_state
@@ -171,7 +181,7 @@ class SearchqaSimEnv(TextEnv):
         for hop in self.question.hops:
             if hop.passage_id in self.seen:
                 continue
-            tried = canonical_query(hop.query) in self.queries
+            tried = self.query_key(hop.query) in self.queries
             if tried or turns_left <= 1 or len(self.queries) >= self.max_searches:
                 return "<answer>unknown</answer>"
             return f"<search>{hop.query}</search>"
