@@ -78,7 +78,8 @@ class Rollout:
                                        [(s, g) for s in task_seeds for g in range(group_size)]):
             obs, info = env.reset(seed=task_seed, options={"split": split})
             task_id = f"{split}/{task_seed}"
-            traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)))
+            traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)),
+                              gold=env.gold())
             episodes.append(_Episode(env, traj, obs, info))
         self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
         groups = [Group(f"{split}/{s}", [e.traj for e in episodes[i * group_size:(i + 1) * group_size]])
@@ -101,7 +102,7 @@ class Rollout:
             obs, admissible, snapshot = self._branch_point(traj, t)
             env.restore(snapshot)
             branch = Trajectory(traj_id=f"{traj.traj_id}@{t}", task_id=traj.task_id, task_text=traj.task_text,
-                                turns=list(traj.turns[:t]))
+                                gold=traj.gold, turns=list(traj.turns[:t]))
             history = [(turn.observation, turn.action) for turn in traj.turns[:t]]
             limit = self.max_turns if max_new_turns is None else min(self.max_turns, t + max_new_turns)
             episodes.append(_Episode(env, branch, obs, {"admissible_actions": list(admissible)}, history=history,

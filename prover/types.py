@@ -82,6 +82,7 @@ class Trajectory:
     task_id: str  # the task (seed + split) shared by its group
     task_text: str
     turns: list[Turn] = field(default_factory=list)
+    gold: str = ""  # env.gold() at reset: privileged reference for critics, never in a prompt
     won: bool = False
     truncated: bool = False  # ended by the turn cap, not by the env
     resume: ResumePoint | None = None  # set when a bounded continuation stopped before the episode ended

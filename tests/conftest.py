@@ -105,3 +105,13 @@ TINY_RUN = [
 def tiny_run_overrides(tmp_path):
     """Overrides for a seconds-long ``prover train`` in a fresh run folder under tmp_path."""
     return TINY_RUN + [f"run.dir={tmp_path / 'run'}"]
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tmp_path_factory):
+    """A small untrained policy folder (tokenizer trained on alfworld-sim's text), shared by the session."""
+    from prover.engines.tiny import build_tiny_policy
+    from prover.envs import make_env
+
+    return build_tiny_policy(lambda: make_env("alfworld-sim"), tmp_path_factory.mktemp("tiny"), vocab_size=400,
+                             hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, corpus_episodes=20)

@@ -15,10 +15,10 @@ Departures and choices:
 1. The critic's settings are the ``credit.critic`` section (``backend: litellm | local`` and that
    backend's fields, e.g. ``credit.critic.litellm.model=gpt-5.4-mini``), not ``judge:``: the judge
    section belongs to ProVer's proposer, and a comparison may run both with different models.
-2. No gold answer crosses rooms (the env keeps it), so the critic sees the task text, the run's outcome
-   (won, return) and, as its privileged reference, the actions of the group's shortest successful run
-   (in searchqa-sim its final answer exact-matched a gold alias; in alfworld-sim and webshop-sim its
-   actions reached the goal state). A group with no success gives the critic only task and outcome.
+2. The privileged reference is ``Trajectory.gold`` (the env's ``gold()``: the gold aliases in
+   searchqa-sim, the target product in webshop-sim, an all-knowing shortest plan in alfworld-sim), plus
+   the run's outcome and the actions of the group's shortest successful run. An env with no ``gold()``
+   leaves the critic that successful run alone (or only the task, when the group has no success).
 3. The outcome term is our GRPO (``grpo.py``'s switches; default: scale * env return minus the format
    penalty, normalised by the group std) instead of the paper's {1, 0.8, 0.2, 0} correctness-by-format
    reward.
@@ -103,6 +103,8 @@ def critic_prompt(traj: Trajectory, group: Group, obs_chars: int = 400) -> str:
     else:
         reference = ("A successful attempt took these actions, in order: "
                      + " | ".join(t.action for t in ref.turns) + f" (its final action: {ref.turns[-1].action!r}).")
+    if traj.gold:
+        reference = f"{traj.gold}. {reference}"
     outcome = "succeeded" if traj.won else "failed"
     n = len(traj.turns)
     return (f"Task: {traj.task_text}\nOutcome of this run: it {outcome} (return {traj.env_return:g}).\n"

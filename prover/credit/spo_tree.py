@@ -115,7 +115,7 @@ class SPOTree(CreditAssigner):
                 continue
             tree = grow(group.trajectories[0], cfg, ctx, scale, seed=ctx.step * 1000 + gi)
             kept = edges(tree, cfg.mode)
-            segments = [Trajectory(f"{tr.traj_id}/edge", tr.task_id, tr.task_text, turns=tr.turns[start:])
+            segments = [Trajectory(f"{tr.traj_id}/edge", tr.task_id, tr.task_text, turns=tr.turns[start:], gold=tr.gold)
                         for tr, start, _ in kept]
             groups.append((Group(group.task_id, segments), [np.full(len(s.turns), a) for s, (_, _, a)
                                                             in zip(segments, kept)]))

@@ -140,3 +140,8 @@ class TextEnv(gym.Env):
     def expert_action(self) -> str | None:
         """An oracle's next action from the current state, or None if the env has no expert."""
         return None
+
+    def gold(self) -> str:
+        """Privileged reference for critics, never shown to the agent: the gold answer or a description
+        of the goal state of the current task ("" when the env has none). Read right after reset."""
+        return ""

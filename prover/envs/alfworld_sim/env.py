@@ -139,6 +139,10 @@ class AlfworldSimEnv(TextEnv):
         self._require_reset("expert_plan")
         return plan(self.world, self.state, self.grammar)
 
+    def gold(self) -> str:
+        """Where things are, as the all-knowing shortest plan from the current state."""
+        return "a shortest winning plan: " + "; ".join(self.expert_plan())
+
     def expert_action(self) -> str | None:
         """The next command of an expert that uses only what the agent has seen (it searches for
         hidden objects, then plans over the ones it found); None once the task is won. This is the

@@ -143,6 +143,10 @@ class SearchqaSimEnv(TextEnv):
                 "task_type": q.kind, "data_source": q.data_source,
                 "searches_left": self.max_searches - len(self.queries)}
 
+    def gold(self) -> str:
+        self._require_reset("gold")
+        return "gold answer (any alias): " + " | ".join(self.question.answers)
+
     def state_key(self) -> Hashable:
         """The question and the queries so far, as far as the retriever tells them apart (they fix
         what was retrieved); the turn count is left out so that GiGPO can group equal states

@@ -107,6 +107,13 @@ class WebshopSimEnv(TextEnv):
                 "admissible_actions": engine.admissible(self.catalog, self.page),
                 "available_actions": engine.available_actions(self.catalog, self.page)}
 
+    def gold(self) -> str:
+        self._require_reset("gold")
+        g = self.goal
+        options = ", ".join(f"{k}: {v}" for k, v in g.options) or "none"
+        return (f"the target product: {g.name} (asin {g.asin}); attributes: {', '.join(g.attributes)}; "
+                f"options: {options}; price below {g.price_upper:g} dollars")
+
     def state_key(self) -> Hashable:
         """The task and the page (search hits, page number, item, chosen options); not the step count."""
         self._require_reset("state_key")
