@@ -6,7 +6,7 @@ per line inside brackets, the last two ``[Observation k: '...', Action k: '...']
 first step, and the request to reason in <think> tags about which action best advances the shopping
 goal before answering in <action> tags.
 
-``compact`` (the default) is for tiny models on a CPU: the same information with no prose.
+``compact`` (the default) is for tiny models on a CPU: no prose, and a history of past actions only.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ PRESETS: dict[str, AgentSpec] = {
     "compact": AgentSpec(
         first_template="Task: {task}\nObservation: {observation}\nActions: {actions}",
         later_template="Task: {task}\n{history}\nObservation: {observation}\nActions: {actions}",
-        history_entry="{observation}\n> {action}",
+        # past actions only: a WebShop page is long, and the current page plus the queries and clicks
+        # so far say what the agent needs (a full-page history tripled the prompt, to ~450 tokens)
+        history_entry="> {action}",
         action_separator=", ",
-        history_window=2,
+        history_window=4,
         require_think=False,
     ),
 }
