@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -20,9 +21,24 @@ class Reporter:
 
     @contextmanager
     def task(self, description: str, total: int) -> Iterator[Callable[[], None]]:
+        if not self.quiet and not self.console.is_terminal:
+            yield self._log_ticker(description, total)  # a log file gets no live bar, so print lines
+            return
         with self._progress() as bar:
             tid = bar.add_task(description, total=total)
             yield lambda: bar.advance(tid)
+
+    def _log_ticker(self, description: str, total: int, every_s: float = 30.0) -> Callable[[], None]:
+        """Progress for output that is not a terminal (nohup, CI): a line at most every ``every_s``."""
+        start, state = time.monotonic(), {"done": 0, "last": time.monotonic()}
+
+        def tick() -> None:
+            state["done"] += 1
+            now = time.monotonic()
+            if now - state["last"] >= every_s or state["done"] == total:
+                state["last"] = now
+                self.console.print(f"{description}: {state['done']}/{total} ({now - start:.0f} s)")
+        return tick
 
     @contextmanager
     def steps(self, total: int, start: int = 0) -> Iterator[Callable[[], None]]:

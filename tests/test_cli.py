@@ -157,3 +157,18 @@ def test_a_bad_model_path_does_not_wipe_an_existing_run(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert (run_dir / "metrics.jsonl").is_file()
     assert (run_dir / "checkpoints" / "step-1" / "state.json").is_file()
+
+
+def test_progress_in_a_log_file_is_printed_as_lines():
+    import io
+
+    from rich.console import Console
+
+    from prover.progress import Reporter
+
+    out = io.StringIO()
+    report = Reporter(Console(file=out, force_terminal=False))
+    with report.task("warm start", total=3) as tick:
+        for _ in range(3):
+            tick()
+    assert "warm start: 3/3" in out.getvalue()  # the last tick always prints, whatever the interval
