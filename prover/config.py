@@ -75,12 +75,15 @@ class CreditConfig(BaseModel):
     """The method's own fields (e.g. ``credit.norm``) are checked against its ``Config`` model."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
-    name: str = Field("grpo", description="Registered credit assigner (see `prover list`).")
+    name: str = Field("prover", description="Registered credit assigner (see `prover list`); ProVer by default.")
 
 
 class JudgeConfig(BaseModel):
+    """The judge's own fields (e.g. ``judge.fallback``) are checked against its ``Config`` model."""
+
     model_config = ConfigDict(extra="allow", validate_assignment=True)
-    name: str | None = Field(None, description="Registered judge, for credit methods that use one; None for none.")
+    name: str | None = Field("contrast", description="Registered judge, for credit methods that use one (ProVer): "
+                             "contrast (free, deterministic), random, or an LLM judge; null for none.")
 
 
 class LearnerConfig(Section):
@@ -216,12 +219,15 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     import prover.envs  # noqa: F401  (registers the built-in envs)
     import prover.credit  # noqa: F401  (registers the built-in credit assigners)
     import prover.engines  # noqa: F401
-    from prover.registry import CREDIT, ENGINES, ENVS
+    import prover.judges  # noqa: F401  (registers the built-in judges)
+    from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
     ENVS.get(cfg.env.name)
     ENGINES.get(cfg.engine.name)
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
+    if cfg.judge.name is not None:
+        JUDGES.get(cfg.judge.name).validate_config(cfg)
     if cfg.model.path != "tiny":
         from prover.engines.hf import check_model_dir
 
@@ -235,8 +241,7 @@ def field_help(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[t
         ann = f.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann in (CreditConfig, JudgeConfig):
             rows += field_help(ann, f"{prefix}{name}.")
-            if ann is CreditConfig:
-                rows += _method_fields(f"{prefix}{name}.")
+            rows += _plugin_fields(f"{prefix}{name}.", "credit" if ann is CreditConfig else "judges")
         elif isinstance(ann, type) and issubclass(ann, BaseModel):
             rows += field_help(ann, f"{prefix}{name}.")
         else:
@@ -245,13 +250,14 @@ def field_help(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[t
     return rows
 
 
-def _method_fields(prefix: str) -> list[tuple[str, str, str]]:
-    """The own fields of every built-in credit method, e.g. ``credit.norm`` of grpo."""
+def _plugin_fields(prefix: str, kind: str) -> list[tuple[str, str, str]]:
+    """The own fields of every built-in credit method or judge, e.g. ``credit.norm`` of grpo."""
     import prover.credit  # noqa: F401  (registers the built-ins)
-    from prover.registry import CREDIT
+    import prover.judges  # noqa: F401
+    from prover.registry import REGISTRIES
 
     rows = []
-    for entry in CREDIT.entries():
+    for entry in REGISTRIES[kind].entries():
         if entry.origin != "code":
             continue
         for fname, f in entry.load().Config.model_fields.items():

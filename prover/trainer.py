@@ -8,6 +8,7 @@ never asks which one it is running.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from prover.config import TrainConfig
 from prover.branching import Brancher
 from prover.credit import CreditContext, make_credit
 from prover.envs import make_env
+from prover.judges import make_judge
 from prover.progress import Reporter
 from prover.registry import ENGINES
 from prover.rollout import Rollout
@@ -90,7 +92,8 @@ class Trainer:
                                chat_kwargs=cfg.model.chat_template_kwargs)
         self.credit = make_credit(cfg)
         self.brancher = Brancher(self.rollout)
-        self.ctx = CreditContext(config=cfg, brancher=self.brancher)
+        self.judge = make_judge(cfg)  # None when judge.name is unset
+        self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out success: one episode per task of the eval split, the same tasks every time."""
@@ -105,11 +108,17 @@ class Trainer:
         self.report.eval_line(record)
         return record
 
+    def close(self) -> None:
+        """Release what the judge holds (servers, threads, a local model); ``train`` calls it."""
+        if self.judge is not None:
+            self.judge.close()
+
     def train(self) -> dict[str, Any]:
         cfg, run = self.cfg, self.run
         if self.start_step == 0:
             self.evaluate(0)  # success after the warm start, before any RL
-        with self.report.steps(cfg.steps, start=self.start_step) as advance:
+        # the judge is closed when the loop ends, however it ends
+        with self.report.steps(cfg.steps, start=self.start_step) as advance, contextlib.closing(self):
             for step in range(self.start_step + 1, cfg.steps + 1):
                 phases, self.ctx.step = Phases(), step
                 self.learner.rng.seed(f"{cfg.seed}/{step}/shuffle")

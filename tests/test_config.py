@@ -26,7 +26,8 @@ def test_no_file_and_no_overrides_gives_the_defaults():
     cfg = load_config()
     assert cfg == TrainConfig()
     # a few documented defaults (config.py field descriptions)
-    assert cfg.env.name == "alfworld-sim" and cfg.credit.name == "grpo" and cfg.engine.name == "hf"
+    assert cfg.env.name == "alfworld-sim" and cfg.credit.name == "prover" and cfg.judge.name == "contrast"
+    assert cfg.engine.name == "hf"
     assert cfg.rollout.group_size == 8 and cfg.reward.scale == 10.0 and cfg.reward.invalid_penalty == 0.1
     assert cfg.learner.loss_agg == "traj-mean-token-mean" and cfg.learner.kl_type == "k3"
     assert cfg.model.path == "tiny" and cfg.judge.name is None

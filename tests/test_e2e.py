@@ -19,6 +19,7 @@ import torch
 import prover.registry
 
 from prover.config import load_config
+from prover.judges.random_judge import RandomJudge
 from prover.trainer import Trainer
 
 
@@ -134,3 +135,36 @@ def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path
     assert (train[0]["cost/branch_tokens"] > 0) == branches  # only branching methods spend continuations
     group_size = prover.registry.CREDIT.get(method).from_train_config(cfg).group_size(1, cfg.rollout.group_size)
     assert train[0]["rollout/group_size"] == group_size
+
+
+class ClosingRandomJudge(RandomJudge):
+    """The random judge, counting how often the trainer closes it."""
+
+    closed = 0
+
+    def close(self) -> None:
+        type(self).closed += 1
+
+
+@pytest.mark.parametrize("judge", ["contrast", "random"])
+def test_prover_trains_with_each_judge(judge, tiny_run_overrides, tmp_path):
+    name = judge
+    if judge == "random":  # the random judge, wrapped to see that the trainer built it from the config and closed it
+        name = "random-closing-test"
+        prover.registry.JUDGES.register(name, ClosingRandomJudge)
+    try:
+        cfg = load_config(None, tiny_run_overrides + ["credit.name=prover", f"judge.name={name}", "steps=1",
+                                                      "credit.samples=2"])
+        trainer = Trainer(cfg)
+        assert trainer.ctx.judge is trainer.judge and trainer.judge is not None
+        trainer.train()
+    finally:
+        prover.registry.JUDGES.unregister("random-closing-test")
+    if judge == "random":
+        assert ClosingRandomJudge.closed == 1
+    [train] = [r for r in _history(tmp_path / "run") if r["phase"] == "train"]
+    assert all(math.isfinite(v) for v in train.values() if isinstance(v, float))
+    assert train["credit/eligible_groups"] >= train["credit/proposals"] >= train["credit/valid_proposals"] \
+        >= train["credit/accepted"]
+    # K = 2 continuations from each boundary of each verified proposal, and no other branching
+    assert train["cost/branch_continuations"] == 2 * 2 * train["credit/valid_proposals"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prover.credit.base import CreditAssigner, CreditContext
 from prover.credit import budget_matched_grpo, gigpo, grpo, spo_chain, spo_tree  # noqa: F401  (each registers its name)
+from prover.credit import prover  # noqa: F401
+from prover.credit import criticsearch  # noqa: F401  (registers its name)
 from prover.registry import CREDIT
 
 

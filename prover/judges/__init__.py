@@ -1,0 +1,22 @@
+"""Judges: the contract (``base``), the tools every judge shares, and one file per judge, each
+registered by name in ``JUDGES``. LLM judges import their heavy dependencies only when built."""
+
+from __future__ import annotations
+
+from prover.judges.base import Judge, validate_segment, valid_segments
+from prover.judges import contrast, random_judge  # noqa: F401  (each registers its name)
+from prover.registry import JUDGES
+
+# The LLM judges load (and import litellm or torch) only when asked for by name.
+JUDGES.register("litellm", "prover.judges.agentic:LiteLLMJudge")
+JUDGES.register("local", "prover.judges.agentic:LocalJudge")
+
+
+def make_judge(train_cfg) -> Judge | None:
+    """The configured judge, its own fields validated; None when ``judge.name`` is unset."""
+    if train_cfg.judge.name is None:
+        return None
+    return JUDGES.get(train_cfg.judge.name).from_train_config(train_cfg)
+
+
+__all__ = ["Judge", "make_judge", "validate_segment", "valid_segments"]

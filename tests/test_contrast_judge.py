@@ -1,0 +1,140 @@
+"""The contrast judge on hand-built groups whose answer is known by construction, and, over random
+groups, that every proposal is valid, at most L turns, deterministic, and ends where the success
+breaks away from the failed runs (the definition in prover/judges/contrast.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prover.config import load_config
+from prover.errors import ConfigError
+from prover.judges import make_judge, validate_segment
+from prover.judges.contrast import ContrastJudge, ContrastSettings
+from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
+
+
+def traj(name: str, steps: list[tuple], won: bool = False) -> Trajectory:
+    """``steps``: (state_key, action) or (state_key, action, valid) per turn."""
+    turns = []
+    for t, (state, action, *valid) in enumerate(steps):
+        ok = valid[0] if valid else True
+        turns.append(Turn(prompt_ids=[t], completion_ids=[1, 2], logprobs=[-0.1, -0.1], observation=str(state),
+                          completion_text=action, action=action, format_valid=True, action_valid=ok,
+                          reward=1.0 if won and t == len(steps) - 1 else 0.0, state_key=state))
+    return Trajectory(name, "task", "put a mug in the sink", turns=turns, won=won)
+
+
+def ask(success: Trajectory, *failures: Trajectory, max_turns: int = 4, **settings_) -> Segment | None:
+    request = JudgeRequest(Group("task", [success, *failures]), target=0, max_turns=max_turns)
+    result = ContrastJudge(ContrastSettings(**settings_)).propose(request)
+    if result.proposal is not None:
+        assert validate_segment(request, result.proposal.segment) is None
+        assert result.usage.calls == 0 and result.usage.dollars == 0.0  # free
+    return result.proposal.segment if result.proposal else None
+
+
+# The failed runs of most cases below: from A both went elsewhere; F1 reached B and did not take the mug.
+F1 = traj("F1", [("A", "go to counter 1"), ("B", "go to shelf 2"), ("C", "look")])
+F2 = traj("F2", [("A", "go to cabinet 3"), ("G", "go to counter 1"), ("B", "open drawer 1")])
+
+
+def test_one_new_action_at_a_shared_state_is_the_window():
+    # S walks the failed runs' path to B, then takes the mug (neither did at B) and never returns
+    s = traj("S", [("A", "go to counter 1"), ("B", "take mug"), ("D", "go to sink"), ("E", "put mug in sink")], True)
+    assert ask(s, F1, F2) == Segment("S", 1, 1)
+
+
+def test_an_early_divergence_that_rejoins_the_failed_runs_is_not_the_window():
+    # S's first move is new at A (no failed run took it), but it lands in G, where F2 stood; it then
+    # does what F2 did at G, reaches B, and breaks away there by taking the mug
+    s = traj("S", [("A", "go to fridge 1"), ("G", "go to counter 1"), ("B", "take mug"), ("D", "go to sink"),
+                   ("E", "put mug in sink")], True)
+    assert ask(s, F1, F2) == Segment("S", 2, 2)
+
+
+def test_actions_compare_without_case_or_spacing():
+    s = traj("S", [("A", "Go to  Counter 1"), ("B", "take mug"), ("D", "put mug in sink")], True)
+    assert ask(s, F1, F2) == Segment("S", 1, 1)  # turn 0 is F1's action, written differently
+
+
+def test_the_state_after_a_failed_runs_last_turn_counts_as_reached():
+    # F ran out of turns after "look" at C; S makes that same move, so the state it reaches (X) is one F
+    # stood in at its end. S's own new decision is what it does there.
+    f = traj("F", [("A", "go to counter 1"), ("B", "go to shelf 2"), ("C", "look")])
+    s = traj("S", [("A", "go to counter 1"), ("B", "go to shelf 7"), ("C", "look"), ("X", "take mug"),
+                   ("Y", "go to sink"), ("Z", "put mug in sink")], True)
+    assert ask(s, f) == Segment("S", 3, 3)
+
+
+# F's "open drawer 1" at B led to C; S's same move led to D (a state key that leaves something out, or
+# chance): S breaks away after turn 1 by a move F also made, and its last new decision was turn 0.
+F3 = traj("F3", [("A", "go to counter 1"), ("B", "open drawer 1"), ("C", "look"), ("C", "look")])
+
+
+def test_a_break_away_by_a_shared_move_reaches_back_to_the_last_divergence_within_l():
+    s = traj("S", [("A", "go to shelf 2"), ("B", "open drawer 1"), ("D", "take mug"), ("E", "put mug in sink")],
+             True)
+    assert ask(s, F3) == Segment("S", 0, 1)
+    assert ask(s, F3, max_turns=1) == Segment("S", 1, 1)  # L cuts it from the left, keeping the break-away
+
+
+def test_a_rejected_action_inside_the_window_cuts_it():
+    s = traj("S", [("A", "go to counter 1"), ("B", "kick drawer", False), ("B", "open drawer 1"), ("D", "take mug"),
+                   ("E", "put mug in sink")], True)
+    assert ask(s, F3) == Segment("S", 2, 2)  # the window from the divergence (turn 1) holds a rejected action
+
+
+def test_break_away_only_at_the_final_turn_falls_back_to_the_approach():
+    # S stands only in states the failed runs stood in; only its final (winning) action is new
+    s = traj("S", [("A", "go to counter 1"), ("B", "go to shelf 2"), ("C", "put mug in sink")], True)
+    assert ask(s, F1) == Segment("S", 0, 1)  # the last L valid turns before the final one
+    assert ask(s, F1, max_turns=1) == Segment("S", 1, 1)
+    assert ask(s, F1, fallback="none") is None
+
+
+def test_nothing_to_contrast_gives_no_proposal():
+    s = traj("S", [("A", "go to counter 1"), ("B", "take mug"), ("D", "put mug in sink")], True)
+    request = JudgeRequest(Group("task", [s, traj("F", [])]), target=0)
+    result = ContrastJudge().propose(request)
+    assert result.proposal is None and "no failed run" in result.failure
+    one_turn = traj("S", [("A", "put mug in sink")], True)
+    assert ask(one_turn, F1) is None
+
+
+def test_settings_are_checked_as_one_line_config_errors():
+    assert isinstance(make_judge(load_config(None, ["judge.name=contrast"])), ContrastJudge)
+    for bad, text in ((["judge.fallback=sometimes"], "judge.fallback"), (["judge.bogus=1"], "judge.bogus")):
+        with pytest.raises(ConfigError) as err:
+            load_config(None, ["judge.name=contrast", *bad])
+        assert text in str(err.value) and "\n" not in str(err.value)
+
+
+# -- properties over random groups --------------------------------------------------------------
+
+STATES = st.sampled_from(["A", "B", "C", "D", "E"])
+ACTIONS = st.sampled_from(["go 1", "go 2", "take", "open"])
+STEP = st.tuples(STATES, ACTIONS, st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STEP, min_size=1, max_size=8), st.lists(st.lists(STEP, max_size=8), min_size=1, max_size=4),
+       st.integers(1, 4))
+def test_random_groups_give_valid_deterministic_break_away_windows(success_steps, failed_steps, max_turns):
+    s = traj("S", [("A", a, v) for _, a, v in success_steps[:1]] + success_steps[1:], True)
+    failures = [traj(f"F{j}", [("A", a, v) for _, a, v in steps[:1]] + steps[1:]) for j, steps in enumerate(failed_steps)]
+    request = JudgeRequest(Group("task", [s, *failures]), target=0, max_turns=max_turns)
+    first, again = ContrastJudge().propose(request), ContrastJudge().propose(request)
+    assert first == again
+    if first.proposal is None:
+        return
+    seg = first.proposal.segment
+    assert validate_segment(request, seg) is None
+    if first.proposal.rationale.startswith("break-away"):
+        keys = [turn.state_key for turn in s.turns]
+        visited = {turn.state_key for f in failures for turn in f.turns}
+        last_moves = {(f.turns[-1].state_key, f.turns[-1].action) for f in failures if f.turns}
+        visited |= {keys[t + 1] for t in range(len(keys) - 1) if (keys[t], s.turns[t].action) in last_moves}
+        # the window ends at the last turn that starts from a state a failed run stood in
+        assert keys[seg.end_turn] in visited and not visited & set(keys[seg.end_turn + 1:])
