@@ -30,7 +30,7 @@ def test_no_file_and_no_overrides_gives_the_defaults():
     assert cfg.engine.name == "hf"
     assert cfg.rollout.group_size == 8 and cfg.reward.scale == 10.0 and cfg.reward.invalid_penalty == 0.1
     assert cfg.learner.loss_agg == "traj-mean-token-mean" and cfg.learner.kl_type == "k3"
-    assert cfg.model.path == "tiny" and cfg.judge.name is None
+    assert cfg.model.path == "tiny"
 
 
 def test_yaml_file_plus_dotted_overrides(tmp_path):
