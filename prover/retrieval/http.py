@@ -62,6 +62,11 @@ class HttpRetriever:
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise RetrievalError(f"retrieval server {self.url} did not answer within "
                                      f"{self.timeout:g} s; raise the timeout or check the server") from None
+            if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+                # it accepted the connection, then dropped it: a server that closes with our request
+                # unread resets instead of ending the body, so a cut-short reply can arrive this way too
+                raise RetrievalError(f"retrieval server {self.url} broke the HTTP exchange "
+                                     f"({type(reason).__name__}); check its log") from None
             raise RetrievalError(f"cannot reach retrieval server {self.url} ({reason}); "
                                  "is it running? start it or fix the url") from None
         return self._parse(raw, len(queries))
