@@ -261,9 +261,24 @@ def _plugin_fields(prefix: str, kind: str) -> list[tuple[str, str, str]]:
         if entry.origin != "code":
             continue
         for fname, f in entry.load().Config.model_fields.items():
-            rows.append((f"{prefix}{fname}", repr(f.default), f"({entry.name}) {f.description or ''}"))
+            rows.append((f"{prefix}{fname}", repr(f.get_default(call_default_factory=True)), f"({entry.name}) {f.description or ''}"))
     return rows
 
 
 def dump_config(cfg: TrainConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def parse_plugin_config(model: type[BaseModel], extra: dict[str, Any], section: str, owner: str) -> BaseModel:
+    """A plugin's own fields (a credit method's or a judge's ``Config``) from the free part of its config
+    section; a bad or unknown field is a one-line ConfigError naming it and the plugin's known fields."""
+    try:
+        return model.model_validate(extra)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = f"{section}." + ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(f"{section}.{k}" for k in model.model_fields) or "none"
+            raise ConfigError(f"unknown config field {where!r} for {section} {owner!r}; its fields: {known}") from None
+        raise ConfigError(f"config field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
+

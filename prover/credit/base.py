@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from prover.errors import CapabilityError, ConfigError
+from prover.errors import CapabilityError
 from prover.types import Advantages, Batch, Group, Trajectory
 
 if TYPE_CHECKING:
@@ -46,17 +46,10 @@ class CreditAssigner:
 
     @classmethod
     def parse_config(cls, train_cfg: "TrainConfig") -> MethodConfig:
-        extra = dict(train_cfg.credit.model_extra or {})
-        try:
-            return cls.Config.model_validate(extra)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = "credit." + ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                known = ", ".join(f"credit.{k}" for k in cls.Config.model_fields) or "none"
-                raise ConfigError(f"unknown config field {where!r} for credit {train_cfg.credit.name!r}; "
-                                  f"its fields: {known}") from None
-            raise ConfigError(f"config field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
+        from prover.config import parse_plugin_config
+
+        return parse_plugin_config(cls.Config, dict(train_cfg.credit.model_extra or {}), "credit",
+                                   train_cfg.credit.name)
 
     @classmethod
     def validate_config(cls, train_cfg: "TrainConfig") -> None:

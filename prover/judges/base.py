@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from prover.errors import ConfigError
 from prover.types import JudgeRequest, JudgeResult, Segment
 
 if TYPE_CHECKING:
@@ -34,17 +33,10 @@ class Judge:
 
     @classmethod
     def parse_config(cls, train_cfg: "TrainConfig") -> JudgeSettings:
-        extra = dict(train_cfg.judge.model_extra or {})
-        try:
-            return cls.Config.model_validate(extra)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = "judge." + ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                known = ", ".join(f"judge.{k}" for k in cls.Config.model_fields) or "none"
-                raise ConfigError(f"unknown config field {where!r} for judge {train_cfg.judge.name!r}; "
-                                  f"its fields: {known}") from None
-            raise ConfigError(f"config field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
+        from prover.config import parse_plugin_config
+
+        return parse_plugin_config(cls.Config, dict(train_cfg.judge.model_extra or {}), "judge",
+                                   str(train_cfg.judge.name))
 
     @classmethod
     def validate_config(cls, train_cfg: "TrainConfig") -> None:
