@@ -115,3 +115,9 @@ def tiny_policy_dir(tmp_path_factory):
 
     return build_tiny_policy(lambda: make_env("alfworld-sim"), tmp_path_factory.mktemp("tiny"), vocab_size=400,
                              hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, corpus_episodes=20)
+
+
+@pytest.fixture
+def index_cache(tmp_path_factory, monkeypatch):
+    """Retrieval indexes of a test session go to one temporary folder, shared across its tests."""
+    monkeypatch.setenv("PROVER_INDEX_DIR", str(tmp_path_factory.getbasetemp() / "indexes"))

@@ -14,14 +14,7 @@ from prover.errors import ProverError, RetrievalError
 from prover.retrieval import Passage, Retriever, format_documents
 from prover.retrieval.bm25 import BM25Retriever, corpus_hash
 from prover.retrieval.http import HttpRetriever
-
-CORPUS = [
-    Passage("d0", "Velmora", "Velmora is a port city in Dravia, famous for its lighthouse."),
-    Passage("d1", "Orsk Textiles", "Orsk Textiles is a company founded in 1931 by Ilsa Korven."),
-    Passage("d2", "Ilsa Korven", "Ilsa Korven was born in Velmora and became an engineer."),
-    Passage("d3", "The Amber Tide", "The Amber Tide is a 1977 drama directed by Tomas Reyl."),
-    Passage("d4", "Dravia", "Dravia is a sovereign state whose capital is Halvik."),
-]
+from retrieval_corpus import CORPUS
 
 
 def test_bm25_ranks_the_gold_passage_first(tmp_path):

@@ -20,19 +20,9 @@ from prover.retrieval import Passage, Retriever, check_backend, make_retriever
 from prover.retrieval import dense
 from prover.retrieval.bm25 import BM25Retriever
 from prover.retrieval.dense import EMBEDDINGS_FILE, INDEX_FILE, DenseRetriever
+from retrieval_corpus import CORPUS
 
-CORPUS = [
-    Passage("d0", "Velmora", "Velmora is a port city in Dravia, famous for its lighthouse."),
-    Passage("d1", "Orsk Textiles", "Orsk Textiles is a company founded in 1931 by Ilsa Korven."),
-    Passage("d2", "Ilsa Korven", "Ilsa Korven was born in Velmora and became an engineer."),
-    Passage("d3", "The Amber Tide", "The Amber Tide is a 1977 drama directed by Tomas Reyl."),
-    Passage("d4", "Dravia", "Dravia is a sovereign state whose capital is Halvik."),
-]
-
-
-@pytest.fixture(autouse=True)
-def _index_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("PROVER_INDEX_DIR", str(tmp_path_factory.getbasetemp() / "indexes"))
+pytestmark = pytest.mark.usefixtures("index_cache")
 
 
 def test_dense_finds_the_gold_passage_of_searchqa_questions(tmp_path):

@@ -18,22 +18,12 @@ from prover.errors import RetrievalError
 from prover.retrieval import Passage, Retriever, make_retriever
 from prover.retrieval.bm25 import corpus_hash
 from prover.retrieval.pyserini_bm25 import PyseriniBM25Retriever, _java_major
+from retrieval_corpus import CORPUS
+
+pytestmark = pytest.mark.usefixtures("index_cache")
 
 if importlib.util.find_spec("pyserini") is None:
     pytest.skip("pyserini is not installed (extra 'pyserini')", allow_module_level=True)
-
-CORPUS = [
-    Passage("d0", "Velmora", "Velmora is a port city in Dravia, famous for its lighthouse."),
-    Passage("d1", "Orsk Textiles", "Orsk Textiles is a company founded in 1931 by Ilsa Korven."),
-    Passage("d2", "Ilsa Korven", "Ilsa Korven was born in Velmora and became an engineer."),
-    Passage("d3", "The Amber Tide", "The Amber Tide is a 1977 drama directed by Tomas Reyl."),
-    Passage("d4", "Dravia", "Dravia is a sovereign state whose capital is Halvik."),
-]
-
-
-@pytest.fixture(autouse=True)
-def _index_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("PROVER_INDEX_DIR", str(tmp_path_factory.getbasetemp() / "indexes"))
 
 
 def test_java_version_is_read_from_the_release_file(tmp_path):
