@@ -1,4 +1,4 @@
-"""``prover train | eval | sft | list``. Errors print as one line, never a traceback."""
+"""``prover train | eval | sft | list | serve | bench | view``. Errors print as one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_eval)
     ls = sub.add_parser("list", help="every registered env, credit assigner, judge and engine, with its origin")
     ls.set_defaults(fn=cmd_list)
+    from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
+
+    add_serve_parser(sub)
+    from prover.bench.command import add_parser as add_bench_parser
+    from prover.view import add_parser as add_view_parser
+
+    add_bench_parser(sub)
+    add_view_parser(sub)
     return p
 
 

@@ -138,6 +138,8 @@ class RunConfig(Section):
     dir: str = Field("runs/default", description="Run folder: metrics.jsonl, config.yaml, checkpoints, models.")
     checkpoint_every: int = Field(1, ge=1, description="Save a checkpoint every N steps.")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (oldest deleted first).")
+    save_groups: int = Field(2, ge=0, description="Rollout groups per step kept as text in groups.jsonl for "
+                             "`prover view` (those with a judge's proposal first); 0 keeps none.")
 
 
 class TrainConfig(Section):
@@ -206,12 +208,49 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             raise ConfigError(f"config file {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
     for text in overrides:
         _set_dotted(tree, *parse_override(text))
+    return config_from_tree(tree)
+
+
+def config_from_tree(tree: dict) -> TrainConfig:
+    """Validate a mapping of sections (a YAML file's content, overrides applied): the env's recipe
+    beneath it, every name resolved; ConfigError on any problem. ``tree`` is updated in place."""
+    _apply_env_recipe(tree)
     try:
         cfg = TrainConfig.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
     check_parts_fit(cfg)
     return cfg
+
+
+def _is_set(tree: dict, dotted: str) -> bool:
+    node: Any = tree
+    for k in dotted.split("."):
+        if not isinstance(node, dict) or k not in node:
+            return False
+        node = node[k]
+    return True
+
+
+def _apply_env_recipe(tree: dict) -> None:
+    """Fill in the chosen env's ``train_recipe`` beneath what the user set, key by key. A recipe is tuned
+    for the tiny policy, so a real checkpoint (``model.path``) gets the plain defaults."""
+    import prover.envs  # noqa: F401  (registers the built-in envs)
+    from prover.errors import ProverError
+    from prover.registry import ENVS
+
+    model = tree.get("model")
+    if isinstance(model, dict) and model.get("path", "tiny") != "tiny":
+        return
+    env = tree.get("env")
+    name = env.get("name") if isinstance(env, dict) else None
+    try:
+        recipe = getattr(ENVS.get(name or EnvConfig.model_fields["name"].default), "train_recipe", {})
+    except ProverError:
+        return  # an unknown or broken env is reported by check_parts_fit, with the closest name
+    for dotted, value in recipe.items():
+        if not _is_set(tree, dotted):
+            _set_dotted(tree, dotted, value)
 
 
 def check_parts_fit(cfg: TrainConfig) -> None:
@@ -223,7 +262,9 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
     ENVS.get(cfg.env.name)
-    ENGINES.get(cfg.engine.name)
+    engine = ENGINES.get(cfg.engine.name)
+    if hasattr(engine, "validate_kwargs"):  # a typo in engine.kwargs fails now, not after the warm start
+        engine.validate_kwargs(cfg.engine.kwargs)
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
     if cfg.judge.name is not None:

@@ -44,3 +44,8 @@ class CheckpointError(ProverError):
 
 class RetrievalError(ProverError):
     """A retriever could not answer: the server is down, too slow, or sent something unreadable."""
+
+
+class EngineError(ProverError):
+    """An inference server could not serve: it is down, too slow, refused a request, sent something
+    unreadable, or a weight sync to it failed."""

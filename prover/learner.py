@@ -36,6 +36,7 @@ class Row:
     advantages: np.ndarray  # (c,)
     loss_mask: np.ndarray  # (c,) 1 = trained on
     traj_turns: int = 1  # turns of the trajectory this row belongs to
+    padding: bool = False  # an empty row that only keeps processes in step (see Learner.update)
 
 
 def rows_from(batch: Batch, adv: Advantages, skip_zero: bool) -> list[Row]:
@@ -126,10 +127,15 @@ class Learner:
         return self.accelerator.unwrap_model(self.model)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The full weights. Across processes every one must call it: FSDP and ZeRO-3 gather the shards
+        (and hand them to the main process only)."""
+        if self.accelerator.num_processes > 1:
+            return self.accelerator.get_state_dict(self.model)
         return self.unwrapped().state_dict()
 
-    def save_pretrained(self, path: str | Path) -> None:
-        self.unwrapped().save_pretrained(path)
+    def save_pretrained(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """``state_dict``: the gathered full weights when the model is sharded over processes."""
+        self.unwrapped().save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
 
     def optimizer_state(self) -> dict:
@@ -142,12 +148,22 @@ class Learner:
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         """PPO epochs over the batch's turn rows; returns "learner/..." metrics."""
         rows = rows_from(adv.train_batch or batch, adv, self.cfg.skip_zero_advantage_rows)
+        # Across processes every one must run the same forward and backward passes (each backward
+        # all-reduces the gradient, each FSDP forward gathers the weights): a process with fewer rows
+        # than the most any has fills up with empty rows that weigh nothing.
+        n_rows = self._most_rows(len(rows))
+        padding = [self._padding_row()] * (n_rows - len(rows))
         sums: dict[str, float] = {}
         n_updates = 0
         for _ in range(self.cfg.ppo_epochs):
             self.rng.shuffle(rows)
-            for start in range(0, len(rows), self.cfg.mini_batch_rows):
-                for k, v in self._mini_batch(rows[start:start + self.cfg.mini_batch_rows]).items():
+            order = rows + padding  # padding last, so a mini-batch holds real rows first
+            for start in range(0, n_rows, self.cfg.mini_batch_rows):
+                chunk = order[start:start + self.cfg.mini_batch_rows]
+                stats = self._mini_batch(chunk)
+                if chunk[0].padding:  # only padding: this process learned nothing from it
+                    continue
+                for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
         out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
@@ -156,10 +172,22 @@ class Learner:
         out["learner/updates"] = float(n_updates)
         return out
 
+    def _most_rows(self, n: int) -> int:
+        """The most rows any process has this update (``n`` when alone)."""
+        if self.accelerator.num_processes == 1:
+            return n
+        counts = self.accelerator.gather(torch.tensor([n], device=self.accelerator.device))
+        return int(counts.max())
+
+    def _padding_row(self) -> Row:
+        zero = np.zeros(1, np.float32)
+        return Row([self.pad_id], [self.pad_id], zero, zero, zero, padding=True)
+
     def _mini_batch(self, rows: list[Row]) -> dict[str, float]:
         cfg = self.cfg
-        weights = token_weights([r.loss_mask for r in rows], cfg.loss_agg, self.max_len,
-                                [r.traj_turns for r in rows])
+        real = [r for r in rows if not r.padding]  # padding rows come last and weigh nothing
+        weights = token_weights([r.loss_mask for r in real], cfg.loss_agg, self.max_len,
+                                [r.traj_turns for r in real]) + [r.loss_mask for r in rows[len(real):]]
         stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(rows), cfg.micro_batch_rows):

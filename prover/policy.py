@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Callable
 
 from prover.config import TrainConfig
+from prover.distributed import world_size
 from prover.engines.hf import check_model_dir
 from prover.envs.base import TextEnv
+from prover.errors import CheckpointError
 from prover.progress import Reporter
 from prover.run import RunDir
 
@@ -30,6 +32,9 @@ def settings_key(*parts: object) -> str:
 def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
     if (target / "config.json").is_file():
         return target
+    if world_size() > 1:  # every process would build it at once, and the warm start is a training run itself
+        raise CheckpointError(f"{str(target)!r} is not built yet, and a run of several processes does not "
+                              "build it: run `prover sft` with the same config in one process first")
     tmp = target.with_name(f".tmp-{target.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     build(tmp)

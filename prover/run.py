@@ -2,6 +2,7 @@
 
     <run.dir>/config.yaml          the resolved config of the run
     <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
+    <run.dir>/groups.jsonl         a few rollout groups per step as text (run.save_groups), for `prover view`
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
     <run.dir>/checkpoints/step-N   model, tokenizer, optimizer.pt, rng.pt, state.json
@@ -20,10 +21,22 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from prover.config import TrainConfig, dump_config
 from prover.errors import CheckpointError
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file of a run folder; [] if there is none. A line torn by a kill
+    mid-write is skipped (a resumed run rewrites that step)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
 
 class RunDir:
@@ -31,12 +44,14 @@ class RunDir:
         self.cfg = cfg
         self.path = Path(cfg.run.dir)
         self.metrics_path = self.path / "metrics.jsonl"
+        self.groups_path = self.path / "groups.jsonl"
         self.ckpt_root = self.path / "checkpoints"
 
     def start(self, fresh: bool) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         if fresh:  # a new run in an old folder starts a new history
             self.metrics_path.unlink(missing_ok=True)
+            self.groups_path.unlink(missing_ok=True)
             shutil.rmtree(self.ckpt_root, ignore_errors=True)
         write_atomic(self.path / "config.yaml", dump_config(self.cfg))
 
@@ -44,20 +59,21 @@ class RunDir:
         return self.path / "models" / name
 
     # -- metrics -----------------------------------------------------------------------------------
-    def log(self, record: dict[str, Any]) -> None:
-        with self.metrics_path.open("a") as f:
+    def log(self, record: dict[str, Any], path: Path | None = None) -> None:
+        with (path or self.metrics_path).open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     def history(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.is_file():
-            return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+        return read_jsonl(self.metrics_path)
 
     def truncate_history(self, last_step: int) -> None:
         kept = [r for r in self.history() if r["step"] <= last_step]
         write_atomic(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        if self.groups_path.is_file():  # the saved groups of the steps that will be rerun go too
+            lines = [ln for ln in self.groups_path.read_text().splitlines() if ln.strip()]
+            write_atomic(self.groups_path, "".join(ln + "\n" for ln in lines if json.loads(ln)["step"] <= last_step))
 
     # -- checkpoints -------------------------------------------------------------------------------
     def latest_checkpoint(self) -> Path | None:
@@ -66,11 +82,14 @@ class RunDir:
         done = [p for p in self.ckpt_root.glob("step-*") if (p / "state.json").is_file()]
         return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
-    def save_checkpoint(self, step: int, learner: Any) -> Path:
+    def save_checkpoint(self, step: int, learner: Any, weights: dict | None = None) -> Path:
+        """``weights``: the full state dict, gathered by every process, when the learner spans several."""
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_root / f".tmp-step-{step}"
         shutil.rmtree(tmp, ignore_errors=True)
-        learner.save_pretrained(tmp)
+        learner.save_pretrained(tmp, weights)
+        import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
+
         torch.save(learner.optimizer_state(), tmp / "optimizer.pt")
         torch.save({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp / "rng.pt")
         (tmp / "state.json").write_text(json.dumps({"step": step}))
@@ -92,6 +111,8 @@ class RunDir:
 
 def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
     """Restore optimizer and RNG into ``learner`` (its weights came from the folder); return the step."""
+    import torch
+
     try:
         learner.load_optimizer_state(torch.load(ckpt / "optimizer.pt", weights_only=False))
         rng = torch.load(ckpt / "rng.pt", weights_only=False)

@@ -19,12 +19,14 @@ import numpy as np
 from prover.config import TrainConfig
 from prover.branching import Brancher
 from prover.credit import CreditContext, make_credit
+from prover.distributed import Ranks
 from prover.envs import make_env
 from prover.judges import make_judge
 from prover.progress import Reporter
 from prover.registry import ENGINES
 from prover.rollout import Rollout
 from prover.run import RunDir, load_checkpoint_state
+from prover.samples import saved_groups
 from prover.types import Batch, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
@@ -62,6 +64,13 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
     }
 
 
+def engine_counts(engine: Any, phase: str) -> dict[str, float]:
+    """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
+    none for engines that keep no counts (``hf``)."""
+    take = getattr(engine, "take_counts", None)
+    return {} if take is None else {k.replace("/", f"/{phase}_", 1): v for k, v in take().items()}
+
+
 class Trainer:
     """Builds the parts from a config and runs the loop. ``Trainer(cfg).train()``."""
 
@@ -70,20 +79,26 @@ class Trainer:
         from prover.learner import Learner
 
         self.cfg, self.resume = cfg, resume
+        self.ranks = Ranks()  # one process, or one of several under `accelerate launch`
+        self.ranks.check_config(cfg)
         self.run = RunDir(cfg)
-        self.report = reporter or Reporter()
+        self.report = reporter or Reporter(quiet=not self.ranks.is_main)
         ckpt = self.run.require_checkpoint() if resume else None
-        if not resume and self.run.metrics_path.is_file():
-            self.report.note(f"starting a new run in {self.run.path}: its old metrics and checkpoints are replaced "
-                             "(use --resume to continue it instead)")
-        self.run.start(fresh=not resume)
+        if self.ranks.is_main:  # only the main process writes the run folder
+            if not resume and self.run.metrics_path.is_file():
+                self.report.note(f"starting a new run in {self.run.path}: its old metrics and checkpoints "
+                                 "are replaced (use --resume to continue it instead)")
+            self.run.start(fresh=not resume)
+        self.ranks.barrier()
         self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
         policy_dir = ckpt or prepare_policy(cfg, self.run, self.make_env, self.report)
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens)
+        self.ranks.check_learner(cfg, self.learner.accelerator, resume)
         self.start_step = load_checkpoint_state(ckpt, self.learner) if ckpt else 0
-        if ckpt:
+        if ckpt and self.ranks.is_main:
             self.run.truncate_history(self.start_step)
+        self.ranks.barrier()
         self.engine = ENGINES.get(cfg.engine.name)(str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
         s = cfg.rollout.sampling
         self.sampling = SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k)
@@ -96,25 +111,44 @@ class Trainer:
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out success: one episode per task of the eval split, the same tasks every time."""
+        """Held-out success: one episode per task of the eval split, the same tasks every time (each
+        process plays its share of them)."""
         e = self.cfg.eval
         params = SamplingParams(self.sampling.max_new_tokens, e.temperature, self.sampling.top_p, self.sampling.top_k)
         with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
-            batch = self.rollout.run(list(range(e.episodes)), 1, split=e.split, seed=self.cfg.seed + 99991,
-                                     sampling=params, on_turn=lambda *_: tick())
-        record = {"step": step, "phase": "eval", "eval/success": batch_metrics(batch)["rollout/success"],
+            batch = self.rollout.run(self.ranks.share(list(range(e.episodes))), 1, split=e.split,
+                                     seed=self.cfg.seed + 99991, sampling=params, on_turn=lambda *_: tick())
+        mine = [t.won for g in batch.groups for t in g.trajectories]
+        won = [w for part in self.ranks.gather(mine) for w in part]
+        record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)),
                   "eval/episodes": float(e.episodes)}
-        self.run.log(record)
-        self.report.eval_line(record)
+        if self.ranks.is_main:
+            self.run.log(record)
+            self.report.eval_line(record)
+        self.ranks.barrier()  # the record is on disk before any process reads the history
         return record
 
+    def sync_weights(self) -> None:
+        """Every process takes part (FSDP gathers the weights from all of them); an engine served from
+        shared servers pushes from the main process only. No process rolls out before the push is done."""
+        self.engine.update_weights(self.learner)
+        self.ranks.barrier()
+
+    def save_checkpoint(self, step: int) -> None:
+        # the full weights are gathered by every process (FSDP, ZeRO-3) and written by the main one
+        weights = self.learner.policy_state_dict() if self.ranks.world > 1 else None
+        if self.ranks.is_main:
+            self.run.save_checkpoint(step, self.learner, weights)
+        self.ranks.barrier()
+
     def close(self) -> None:
-        """Release what the judge holds (servers, threads, a local model); ``train`` calls it."""
+        """Release what the judge and engine hold (servers, threads, a local model); ``train`` calls it."""
         if self.judge is not None:
             self.judge.close()
+        getattr(self.engine, "close", lambda: None)()  # e.g. the sglang engine's weight-update group
 
     def train(self) -> dict[str, Any]:
-        cfg, run = self.cfg, self.run
+        cfg, run, ranks = self.cfg, self.run, self.ranks
         if self.start_step == 0:
             self.evaluate(0)  # success after the warm start, before any RL
         # the judge is closed when the loop ends, however it ends
@@ -122,26 +156,33 @@ class Trainer:
             for step in range(self.start_step + 1, cfg.steps + 1):
                 phases, self.ctx.step = Phases(), step
                 self.learner.rng.seed(f"{cfg.seed}/{step}/shuffle")
-                # 1. rollout: G episodes of each task, with snapshots when the method branches
+                # 1. rollout: G episodes of each task (this process's share); snapshots if the method branches
                 group_size = self.credit.group_size(step, cfg.rollout.group_size)
-                batch = phases.timed("rollout", self.rollout.run, task_seeds(cfg, step), group_size,
-                                     split="train", seed=cfg.seed * 1_000_003 + step,
+                tasks = ranks.share(task_seeds(cfg, step))
+                engine_counts(self.engine, "eval")  # drop what an evaluation generated
+                batch = phases.timed("rollout", self.rollout.run, tasks, group_size, split="train",
+                                     seed=cfg.seed * 1_000_003 + step,
                                      record_snapshots=self.credit.needs_snapshots)
+                counts = engine_counts(self.engine, "rollout")
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)
                 adv = phases.timed("credit", self.credit.assign, batch, self.ctx)
-                # 3. learner: PPO-clip update on every turn row
+                counts |= engine_counts(self.engine, "branch")  # branching resends cached prefixes
+                # 3. learner: PPO-clip update on every turn row (gradients averaged across processes)
                 learner_stats = phases.timed("learner", self.learner.update, batch, adv)
                 # 4. weight sync: the engine samples from the updated policy next step
-                phases.timed("sync", self.engine.update_weights, self.learner)
-                # 5. metrics, then checkpoint (a crash between them repeats this step on resume)
-                record = {"step": step, "phase": "train", **batch_metrics(batch), **self.brancher.take_counts(),
-                          **adv.metrics, **learner_stats,
-                          **{f"time/{k}": v for k, v in phases.seconds.items()},
-                          "time/step": sum(phases.seconds.values())}
-                run.log(record)
-                self.report.step_line(record, cfg.steps)
+                phases.timed("sync", self.sync_weights)
+                # 5. metrics (merged over processes), then checkpoint (a crash between them repeats this step)
+                record = ranks.merged({"step": step, "phase": "train", **batch_metrics(batch),
+                                       **self.brancher.take_counts(), **counts, **adv.metrics, **learner_stats,
+                                       **{f"time/{k}": v for k, v in phases.seconds.items()},
+                                       "time/step": sum(phases.seconds.values())})
+                if ranks.is_main:
+                    run.log(record)
+                    for kept in saved_groups(batch, adv, step, cfg.run.save_groups):  # for `prover view`
+                        run.log(kept, run.groups_path)
+                    self.report.step_line(record, cfg.steps)
                 if step % cfg.run.checkpoint_every == 0 or step == cfg.steps:
-                    run.save_checkpoint(step, self.learner)
+                    self.save_checkpoint(step)
                 if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
                     self.evaluate(step)
                 advance()

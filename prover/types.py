@@ -137,12 +137,14 @@ class Advantages:
     train_batch:     None: the values index the rollout batch. Set by a method that trains on other
                      turns (SPO-tree trains on its tree's edges); the values then index this batch.
     metrics:         namespaced scalars the method wants logged ("credit/...").
+    segments:        the judge's proposals as the method checked them, for reports (``prover view``).
     """
 
     values: list[list[list[np.ndarray]]]
     loss_mask: list[list[list[np.ndarray]]] | None = None
     train_batch: "Batch | None" = None
     metrics: dict[str, float] = field(default_factory=dict)
+    segments: list["CheckedSegment"] = field(default_factory=list)
 
     def flat(self) -> list[np.ndarray]:
         return [a for g in self.values for tr in g for a in tr]
@@ -167,6 +169,21 @@ class Proposal:
     """A judge's answer: the segment it thinks made the difference, and why."""
 
     segment: Segment
+    rationale: str = ""
+
+
+@dataclass
+class CheckedSegment:
+    """One proposal as a credit method checked it: its verified gain, or why it was dropped.
+
+    Read by reports only (``groups.jsonl``, ``prover view``); it never changes an advantage.
+    """
+
+    group: int  # index in batch.groups
+    segment: Segment
+    delta: float | None  # mean won after the segment minus before it; None when dropped unverified
+    accepted: bool  # delta > 0: the bonus was added
+    problem: str = ""  # why validation dropped it ("" when it was verified)
     rationale: str = ""
 
 

@@ -153,6 +153,32 @@ def test_unknown_env_lists_known_names_and_the_closest_match():
     assert isinstance(err.value, ProverError) and "\n" not in msg
 
 
+class RecipeEnv:
+    """Stands in for an env class: load_config reads its ``train_recipe`` (and the credit method its flag)."""
+
+    can_snapshot = True
+
+    train_recipe = {"warmstart.episodes": 77, "warmstart.epochs": 5, "env.kwargs.size": 3}
+
+
+def test_env_train_recipe_fills_only_what_the_user_left_unset(tmp_path):
+    env = f"env.name={__name__}:RecipeEnv"
+    cfg = load_config(None, [env])
+    assert (cfg.warmstart.episodes, cfg.warmstart.epochs, cfg.env.kwargs) == (77, 5, {"size": 3})
+    cfg = load_config(None, [env, "warmstart.episodes=9", "env.kwargs.depth=2"])
+    assert (cfg.warmstart.episodes, cfg.warmstart.epochs, cfg.env.kwargs) == (9, 5, {"size": 3, "depth": 2})
+    path = tmp_path / "run.yaml"
+    path.write_text(f"env:\n  name: {__name__}:RecipeEnv\n  kwargs: {{size: 8}}\nwarmstart:\n  epochs: 1\n")
+    cfg = load_config(path)
+    assert (cfg.warmstart.episodes, cfg.warmstart.epochs, cfg.env.kwargs) == (77, 1, {"size": 8})
+    # an env without a recipe keeps the plain defaults, and so does a real checkpoint (recipes are for tiny)
+    assert load_config(None, ["env.name=alfworld-sim"]).warmstart == TrainConfig().warmstart
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
+    cfg = load_config(None, [env, f"model.path={tmp_path / 'ckpt'}"])
+    assert (cfg.warmstart, cfg.env.kwargs) == (TrainConfig().warmstart, {})
+
+
 def test_unknown_credit_lists_known_names_and_the_closest_match():
     with pytest.raises(NameNotFound) as err:
         load_config(None, ["credit.name=grop"])

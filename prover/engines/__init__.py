@@ -3,3 +3,4 @@
 from prover.registry import ENGINES
 
 ENGINES.register("hf", "prover.engines.hf:HFEngine")
+ENGINES.register("sglang", "prover.engines.sglang:SGLangEngine")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prover.errors import CheckpointError
+from prover.errors import CapabilityError, CheckpointError
 from prover.types import Generation, SamplingParams
 
 def quiet_transformers() -> None:
@@ -169,4 +169,8 @@ class HFEngine:
         return [lp[i][mask[i]].cpu().numpy() for i in range(len(prompts))]
 
     def update_weights(self, learner: Any) -> None:
-        self.model.load_state_dict(learner.policy_state_dict())
+        state = learner.policy_state_dict()
+        if not state:  # FSDP / ZeRO-3 gather the full weights on the main process only
+            raise CapabilityError("the hf engine needs the full weights in every process, but this learner is "
+                                  "sharded (FSDP or ZeRO-3); use engine.name=sglang")
+        self.model.load_state_dict(state)

@@ -33,6 +33,11 @@ Capability flags (class attributes): ``deterministic`` (same seed and actions gi
 episode), ``can_snapshot`` (snapshot/restore work; False refuses branching credit methods at config
 time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
 
+``train_recipe`` (class attribute): dotted config settings with which the tiny policy learns this env,
+e.g. ``{"warmstart.episodes": 3000}``. When ``model.path`` is ``tiny``, ``load_config`` applies each one
+that the user's file and overrides leave unset, so ``prover train env.name=<env>`` starts from a
+setting that works.
+
 Agent-facing text lives with the env as data: ``agent_spec`` holds the prompt templates, the history
 window and the action parser, shared exactly between an embedded env and the real benchmark.
 
@@ -71,6 +76,7 @@ class TextEnv(gym.Env):
     can_snapshot: ClassVar[bool] = True
     native_snapshot: ClassVar[bool] = False
     agent_spec: ClassVar[AgentSpec] = AgentSpec()
+    train_recipe: ClassVar[dict[str, Any]] = {}
 
     observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)
     action_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)

@@ -21,6 +21,7 @@ import urllib.request
 from typing import Any, Sequence
 
 from prover.errors import RetrievalError
+from prover.httpio import read_until
 from prover.retrieval.base import Passage
 
 
@@ -46,7 +47,7 @@ class HttpRetriever:
         deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = self._read_until(response, deadline)
+                raw = read_until(response, deadline)
         except urllib.error.HTTPError as exc:
             raise RetrievalError(f"retrieval server {self.url} answered HTTP {exc.code} {exc.reason}; "
                                  "check its log") from None
@@ -70,18 +71,6 @@ class HttpRetriever:
             raise RetrievalError(f"cannot reach retrieval server {self.url} ({reason}); "
                                  "is it running? start it or fix the url") from None
         return self._parse(raw, len(queries))
-
-    def _read_until(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
-        """The body, read in whatever pieces arrive; past ``deadline`` it is a timeout, because the
-        socket timeout alone restarts with every byte and a trickling server would never trip it."""
-        chunks = []
-        while chunk := response.read1(1 << 16):
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise TimeoutError("the reply is still arriving")
-        if response.length:  # read1 (unlike read) ends quietly when the server hangs up early
-            raise http.client.IncompleteRead(b"".join(chunks), response.length)
-        return b"".join(chunks)
 
     def _parse(self, raw: bytes, n_queries: int) -> list[list[Passage]]:
         try:

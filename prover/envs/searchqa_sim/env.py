@@ -11,7 +11,9 @@ Default cap: 4 searches and 5 turns in all (Search-R1's nq_hotpotqa ``max_turns=
 Tasks: ``reset(seed=s)`` uses knowledge base ``s % n_kbs`` of the split and draws a question kind,
 then a question, from the seeded RNG. Train and test bases come from disjoint generator seeds
 ("train-i" vs "test-i"), so no test entity or fact is ever seen in training. Each base is built
-and indexed once per process (and the index once per machine, in the retrieval disk cache).
+and indexed once per process (and the index once per machine, in the retrieval disk cache). Many
+bases (default 200) matter for learning: on a few, a small policy memorises their names and answers
+instead of learning to search and read.
 """
 
 from __future__ import annotations
@@ -77,8 +79,11 @@ class SearchqaSimEnv(TextEnv):
     """Search-R1's interface on a fictional knowledge base; see the module docstring."""
 
     native_snapshot = True
+    # The tiny policy learns single-hop questions from a long warm start (held-out 0.16 after it, 0.22
+    # after 12 GRPO steps, seed 0); on bridge and comparison questions it stays at 0.
+    train_recipe = {"env.kwargs.question_types": ["single"], "warmstart.episodes": 3000, "warmstart.epochs": 3}
 
-    def __init__(self, *, question_types: Sequence[str] = KINDS, n_kbs: int = 4, max_turns: int = 5,
+    def __init__(self, *, question_types: Sequence[str] = KINDS, n_kbs: int = 200, max_turns: int = 5,
                  max_searches: int = 4, topk: int = 3, prompt: str = "compact",
                  cache_dir: str | Path | None = None, retriever: str = "bm25") -> None:
         question_types = (question_types,) if isinstance(question_types, str) else tuple(question_types)

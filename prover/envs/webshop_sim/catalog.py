@@ -136,10 +136,10 @@ def _family(rng: random.Random, taken: set[str], ptype: ProductType, n_distracto
     return family
 
 
-@lru_cache(maxsize=16)
-def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors: int) -> Catalog:
-    """The catalog of a split; the same arguments always give the same catalog (cached, immutable)."""
-    rng = random.Random(f"webshop-sim/catalog/{split}/{catalog_seed}")
+@lru_cache(maxsize=512)
+def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors: int, index: int = 0) -> Catalog:
+    """Catalog ``index`` of a split; the same arguments always give the same catalog (cached, immutable)."""
+    rng = random.Random(f"webshop-sim/catalog/{split}/{catalog_seed}/{index}")
     taken: set[str] = set()
     types = list(TYPES)
     rng.shuffle(types)

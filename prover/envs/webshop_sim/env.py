@@ -1,14 +1,15 @@
 """``webshop-sim``: an embedded WebShop with the real site's pages, text, actions and reward.
 
-Each split has a generated catalog (``catalog``) searched by a small BM25 (``search``); a reset seed
-draws a goal for one target product. Pages, buttons, the `` [SEP] `` text, the action grammar and
+Each split has ``n_catalogs`` generated catalogs (``catalog``), each searched by a small BM25
+(``search``); ``reset(seed=s)`` shops in catalog ``s % n_catalogs`` for one of its target products. Pages, buttons, the `` [SEP] `` text, the action grammar and
 lower-casing follow WebShop's text env (``engine``); ``click[buy now]`` ends the episode with WebShop's
 ``get_reward`` score as the reward (``reward``), and the task is won when it is exactly 1.0. The step
 cap is verl-agent's 15. The reward is the raw score; verl-agent's 10-if-won mapping is the trainer's.
 
-Difficulty: ``catalog_size`` products per split, grouped in families of one target and
-``n_distractors`` near misses. ``reset(seed=s, options={"split": "test"})`` draws from a catalog and
-goals that no train seed reaches.
+Difficulty: ``catalog_size`` products per catalog, grouped in families of one target and
+``n_distractors`` near misses. ``reset(seed=s, options={"split": "test"})`` draws from catalogs and
+goals that no train seed reaches. Many catalogs (default 200) matter for learning: with one, a small
+policy memorises its fifteen target codes instead of learning to read them off the results page.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from prover.errors import ConfigError, ContractError
 SPLITS = ("train", "test")
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=512)  # one per catalog a worker touches; branching restores revisit them
 def _index(catalog: Catalog) -> BM25:
     return BM25([p.document() for p in catalog.products])
 
@@ -52,9 +53,13 @@ class WebshopSimEnv(TextEnv):
     """WebShop on a generated catalog; see the module docstring."""
 
     native_snapshot = True
+    # The tiny policy cannot copy product codes it has never seen (a code is several of its tokens), so
+    # on many catalogs it scores 0 on train and test alike; on one catalog it learns the train split
+    # (success 0.38 after the warm start, 0.66 after 12 GRPO steps, seed 0) and stays at 0 held out.
+    train_recipe = {"env.kwargs.n_catalogs": 1}
 
     def __init__(self, *, catalog_size: int = 60, n_distractors: int = 3, catalog_seed: int = 0,
-                 max_steps: int = 15, prompt: str = "compact") -> None:
+                 n_catalogs: int = 200, max_steps: int = 15, prompt: str = "compact") -> None:
         if prompt not in PRESETS:
             raise ConfigError(f"webshop-sim: unknown prompt {prompt!r}; choose one of {sorted(PRESETS)}")
         if not 0 <= n_distractors <= 12:
@@ -62,10 +67,13 @@ class WebshopSimEnv(TextEnv):
         if catalog_size < 1 + n_distractors:
             raise ConfigError(f"webshop-sim: catalog_size={catalog_size} must hold at least one family "
                               f"(1 + n_distractors = {1 + n_distractors} products)")
+        if n_catalogs < 1:
+            raise ConfigError(f"webshop-sim: n_catalogs={n_catalogs} must be at least 1")
         if max_steps < 1:
             raise ConfigError(f"webshop-sim: max_steps={max_steps} must be at least 1")
         self.n_families = catalog_size // (1 + n_distractors)
         self.n_distractors, self.catalog_seed, self.max_steps = n_distractors, catalog_seed, max_steps
+        self.n_catalogs = n_catalogs
         self.agent_spec = PRESETS[prompt]
         self.catalog: Catalog | None = None
 
@@ -83,7 +91,8 @@ class WebshopSimEnv(TextEnv):
         split = options.get("split", "train")
         if split not in SPLITS:
             raise ConfigError(f"webshop-sim: unknown split {split!r}; choose one of {SPLITS}")
-        catalog = build_catalog(split, self.catalog_seed, self.n_families, self.n_distractors)
+        catalog = build_catalog(split, self.catalog_seed, self.n_families, self.n_distractors,
+                                seed % self.n_catalogs)
         goal = draw_goal(catalog, split, seed)
         return catalog, goal, f"{split}/{goal.asin}/seed-{seed}"
 

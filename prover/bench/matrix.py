@@ -1,0 +1,335 @@
+"""The bench matrix: which methods, envs and seeds, with which settings; and the cells it plans.
+
+A method is named ``credit`` or ``credit+judge`` (``grpo``, ``spo-tree``, ``prover+contrast``,
+``prover+litellm``). Every name is resolved, and every cell's config validated, before any work
+starts: an unknown name is a one-line ConfigError naming it. A method that needs a model the user has
+not configured (an API judge or critic without its model or key, a local one without its folder) is
+skipped with a note instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prover.config import TrainConfig, config_from_tree, parse_override
+from prover.errors import ConfigError, ProverError
+
+RESERVED = ("steps", "seed", "env.name", "credit.name", "judge.name", "run.dir")  # set by the matrix itself
+
+
+class MethodSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="'credit' or 'credit+judge', e.g. grpo, spo-tree, prover+contrast.")
+    label: str | None = Field(None, description="Row name in the tables and folder name of its cells; "
+                              "defaults to name (give one to compare two variants of a method).")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Config settings for this method's cells only, as dotted keys or "
+        "sections, e.g. {credit.samples: 4} or {judge.model: gpt-5.4-mini}.")
+
+    @property
+    def row(self) -> str:
+        return self.label or self.name
+
+    @property
+    def credit(self) -> str:
+        return self.name.split("+", 1)[0]
+
+    @property
+    def judge(self) -> str | None:
+        return self.name.split("+", 1)[1] if "+" in self.name else None
+
+
+class BenchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    dir: str = Field("runs/bench", description="Bench folder: the cells' run folders (cells/<env>/<method>/"
+                     "seed-<s>) and the warm-started policies they share (shared/<env>/seed-<s>).")
+    out: str | None = Field(None, description="Folder for results.md, table1-3.csv and curves-<env>.png; "
+                            "None writes them into dir.")
+    envs: list[str] = Field(["alfworld-sim", "webshop-sim", "searchqa-sim"], min_length=1,
+                            description="Registered env names (see `prover list`).")
+    seeds: list[int] = Field([0, 1, 2], min_length=1, description="Run seeds; Table 1 reports mean and "
+                             "sample std over them (ProVer: 3).")
+    steps: int = Field(4, ge=0, description="RL steps of every cell: one step budget for every method.")
+    methods: list[MethodSpec] = Field(min_length=1, description="Rows of the tables: 'credit' or "
+                                      "'credit+judge' names, or {name, label, overrides} mappings.")
+    common: dict[str, Any] = Field(default_factory=dict, description="Config settings for every cell, as "
+                                   "dotted keys or sections (as in a `prover train` YAML file).")
+    env_overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Settings for the "
+                                                     "cells of one env, by env name, over common.")
+    share_warmstart: Literal["env-seed", "env", "none"] = Field(
+        "env-seed", description="Which cells start from one warm-started policy, built once: 'env-seed' "
+        "every method of an (env, seed); 'env' every cell of an env (built with the first seed; seeds then "
+        "vary only RL, as the paper's seeds start from one pretrained model); 'none' each cell its own.")
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:  # a bare string is a method with no settings of its own
+        return [{"name": v} if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out or self.dir)
+
+
+@dataclass
+class Cell:
+    """One run of the matrix: a method on an env with a seed."""
+
+    env: str
+    method: MethodSpec
+    seed: int
+    dir: Path
+    config: TrainConfig = field(repr=False)  # validated; run.dir is the cell's folder
+    key: str = ""  # hash of the settings; a cell finished under other settings is rerun
+
+    @property
+    def name(self) -> str:
+        return f"{self.env} · {self.method.row} · seed {self.seed}"
+
+
+@dataclass
+class Plan:
+    bench: BenchConfig
+    cells: list[Cell]
+    skipped: list[str]  # one note per skipped method (and why)
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for k in parents:
+        tree = tree.setdefault(k, {})
+        if not isinstance(tree, dict):
+            raise ConfigError(f"bench override {dotted!r}: {k!r} is a value, not a section")
+    tree[last] = value
+
+
+def load_bench_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> BenchConfig:
+    """A bench YAML file (optional) plus dotted overrides (``steps=2``, ``seeds=[0]``,
+    ``common.rollout.group_size=4``); a one-line ConfigError on any problem."""
+    tree: Any = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"bench config {str(p)!r} does not exist")
+        try:
+            tree = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError:
+            raise ConfigError(f"bench config {str(p)!r} is not valid YAML") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"bench config {str(p)!r} must hold a mapping, not {type(tree).__name__}")
+    for text in overrides:
+        _set_dotted(tree, *parse_override(text))
+    try:
+        return BenchConfig.model_validate(tree)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown bench field {where!r}; see `prover bench --help`") from None
+        raise ConfigError(f"bench field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+# -- settings trees --------------------------------------------------------------------------------
+
+def expand(settings: dict[str, Any], where: str) -> dict[str, Any]:
+    """Dotted keys to nested sections: {"a.b": 1, "c": {"d.e": 2}} -> {"a": {"b": 1}, "c": {"d": {"e": 2}}}
+    (a key given twice, dotted and as a section, is merged)."""
+    tree: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"{where}: {key!r} is not a setting name (section.field)")
+        node = tree
+        *parents, last = key.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where}: {key!r}: {k!r} is a value, not a section")
+        value = expand(value, f"{where}.{key}") if isinstance(value, dict) else value
+        node[last] = merge(node.get(last), value)
+    return tree
+
+
+def merge(base: Any, top: Any) -> Any:
+    """``top`` over ``base``, section by section."""
+    if isinstance(base, dict) and isinstance(top, dict):
+        out = dict(base)
+        for k, v in top.items():
+            out[k] = merge(out.get(k), v)
+        return out
+    return copy.deepcopy(top)
+
+
+def _get(tree: dict, dotted: str) -> Any:
+    for k in dotted.split("."):
+        if not isinstance(tree, dict) or k not in tree:
+            return None
+        tree = tree[k]
+    return tree
+
+
+# -- models a method needs -------------------------------------------------------------------------
+
+def _litellm_gap(section: dict, where: str) -> str | None:
+    """Why a LiteLLM model of this section cannot be reached, or None."""
+    model = section.get("model")
+    if not model:
+        return f"{where}.model is not set (an API model runs only when the matrix names it)"
+    if section.get("api_base"):
+        return None  # a local OpenAI-compatible server takes no key
+    key_env = section.get("api_key_env")
+    if key_env:
+        if os.environ.get(key_env):
+            return None
+        return f"environment variable {key_env!r} ({where}.api_key_env) is unset"
+    if {"mock_response", "mock_tool_calls"} & set(section.get("litellm_kwargs") or {}):
+        return None
+    try:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
+        import litellm
+    except ImportError:
+        return "litellm is not installed (pip install 'prover[litellm]')"
+    missing = litellm.validate_environment(model=model).get("missing_keys") or []
+    return f"model {model!r} needs the environment variable(s) {missing}" if missing else None
+
+
+def _local_gap(section: dict, where: str) -> str | None:
+    path = section.get("model_path")
+    if not path:
+        return f"{where}.model_path is not set"
+    return None if Path(path).is_dir() else f"{where}.model_path {path!r} is not a folder"
+
+
+def missing_setup(tree: dict) -> str | None:
+    """Why a cell's method cannot run with what the user configured, or None when it can. ``tree`` holds
+    the settings as given (a default model name is not a configured one), already validated."""
+    judge = tree.get("judge") or {}
+    if judge.get("name") == "litellm":
+        gap = _litellm_gap(judge, "judge")
+        if gap:
+            return gap
+    if judge.get("name") == "local":
+        gap = _local_gap(judge, "judge")
+        if gap:
+            return gap
+    if _get(tree, "credit.name") == "criticsearch":
+        critic = _get(tree, "credit.critic") or {}
+        if critic.get("backend", "litellm") == "litellm":
+            return _litellm_gap(critic.get("litellm") or {}, "credit.critic.litellm")
+        return _local_gap(critic.get("local") or {}, "credit.critic.local")
+    return None
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+def _folder_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", text)
+
+
+def settings_hash(cfg: TrainConfig, start: str = "") -> str:
+    """The cell's settings without its folder, and where its policy starts: a finished cell is reused only
+    under the same ones."""
+    tree = cfg.model_dump(mode="json")
+    tree["run"].pop("dir")
+    tree["bench_start"] = start
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _check_names(bench: BenchConfig) -> None:
+    import prover.credit  # noqa: F401  (registers the built-ins)
+    import prover.envs  # noqa: F401
+    import prover.judges  # noqa: F401  (registers the built-in judges)
+    from prover.registry import CREDIT, ENVS, JUDGES
+
+    for env in bench.envs:
+        _named(lambda: ENVS.get(env), f"envs: {env!r}")
+    for k in bench.env_overrides:
+        if k not in bench.envs:
+            raise ConfigError(f"bench env_overrides: {k!r} is not one of envs {bench.envs}")
+    rows = [m.row for m in bench.methods]
+    for m in bench.methods:
+        if not re.fullmatch(r"[^+\s]+(\+[^+\s]+)?", m.name):
+            raise ConfigError(f"bench method {m.name!r}: write 'credit' or 'credit+judge', "
+                              "e.g. prover+contrast")
+        _named(lambda: CREDIT.get(m.credit), f"method {m.name!r}")
+        if m.judge is not None:
+            _named(lambda: JUDGES.get(m.judge), f"method {m.name!r}")
+        if rows.count(m.row) > 1:
+            raise ConfigError(f"bench method {m.row!r} appears twice; give the variants different labels")
+
+
+def _named(resolve: Any, where: str) -> None:
+    try:
+        resolve()
+    except ProverError as exc:
+        raise type(exc)(f"bench {where}: {exc}") from None
+
+
+def plan(bench: BenchConfig) -> Plan:
+    """Every cell, its config validated, or a ConfigError naming the first problem. Nothing is written."""
+    _check_names(bench)
+    common = expand(bench.common, "bench common")
+    per_env = {env: expand(bench.env_overrides.get(env, {}), f"bench env_overrides.{env}")
+               for env in bench.envs}
+    own = {m.row: expand(m.overrides, f"bench method {m.row!r} overrides") for m in bench.methods}
+    cells: list[Cell] = []
+    gaps: dict[str, str] = {}  # the first reason each skipped method cannot run
+    for env in bench.envs:  # env, then seed, then method: a stopped bench has whole comparisons done
+        for seed in bench.seeds:
+            for m in bench.methods:
+                folder = Path(bench.dir) / "cells" / _folder_name(env) / _folder_name(m.row) / f"seed-{seed}"
+                fixed = {"steps": bench.steps, "seed": seed, "env": {"name": env}, "credit": {"name": m.credit},
+                         "judge": {"name": m.judge}, "run": {"dir": str(folder)}}
+                tree = merge(merge(common, per_env[env]), own[m.row])
+                taken = [k for k in RESERVED if _get(tree, k) is not None]
+                if taken:
+                    raise ConfigError(f"bench method {m.row!r}, env {env!r}: {taken[0]!r} is set by the "
+                                      "matrix itself (its steps, seeds, envs and methods fields, and the "
+                                      "cell folders)")
+                tree = merge(tree, fixed)
+                cfg = _cell_config(tree, f"{env} · {m.row} · seed {seed}")  # types checked before the gaps
+                gap = missing_setup(tree)
+                if gap:
+                    gaps.setdefault(m.row, gap)
+                    continue
+                if m.judge is not None:
+                    _judge_used(cfg, m)
+                cells.append(Cell(env, m, seed, folder, cfg, settings_hash(cfg, _start(bench))))
+    skipped = [f"skipped {row!r}: {gap}" for row, gap in gaps.items()]
+    return Plan(bench, cells, skipped)
+
+
+def _start(bench: BenchConfig) -> str:
+    """Where the cells' policies start, as part of their settings."""
+    return bench.share_warmstart + (f"/{bench.seeds[0]}" if bench.share_warmstart == "env" else "")
+
+
+def _cell_config(tree: dict, where: str) -> TrainConfig:
+    try:
+        return config_from_tree(copy.deepcopy(tree))
+    except ProverError as exc:
+        raise type(exc)(f"bench cell {where}: {exc}") from None
+
+
+def _judge_used(cfg: TrainConfig, m: MethodSpec) -> None:
+    """A judge named for a method that never asks one would be built and paid for for nothing."""
+    from prover.registry import CREDIT
+
+    bare = cfg.model_copy(deep=True)
+    bare.judge = bare.judge.model_copy(update={"name": None})
+    try:
+        CREDIT.get(m.credit).validate_config(bare)
+    except ConfigError:
+        return  # it needs a judge
+    raise ConfigError(f"bench method {m.name!r}: credit {m.credit!r} uses no judge; write {m.credit!r}")

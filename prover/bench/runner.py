@@ -1,0 +1,138 @@
+"""Runs the cells of a plan one by one, then writes the tables and curves.
+
+A cell is a normal run folder. Before it trains, ``cell.json`` records the hash of its settings; a cell
+whose settings hash matches and whose metrics hold the final evaluation is finished and skipped. An
+unfinished cell resumes from its last checkpoint, or restarts when it has none or its settings changed.
+Every method of one (env, seed) (or, with ``share_warmstart: env``, every cell of an env) starts from
+one warm-started policy, built once under ``<dir>/shared/<env>/seed-<s>`` (``prover.policy`` names it
+by a hash of the settings that shape it, so a method that changes one of them gets its own).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from prover.bench.matrix import BenchConfig, Cell, Plan
+from prover.bench.tables import (CELL_FILE, collect, final_eval, is_finished, markdown_tables, read_history,
+                                 started_key, write_csvs)
+from prover.config import TrainConfig
+from prover.errors import ProverError
+from prover.run import write_atomic
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    trained: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # finished earlier
+    failed: list[str] = field(default_factory=list)  # "<cell>: <one-line reason>"
+
+
+def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> TrainConfig:
+    """The cell's config, set to start from the warm-started policy it shares with other cells."""
+    from prover.envs import make_env
+    from prover.policy import prepare_policy
+    from prover.progress import Reporter
+    from prover.run import RunDir
+
+    cfg = cell.config
+    if cfg.model.path != "tiny" and not cfg.warmstart.enabled:
+        return cfg  # it starts from a given folder: nothing to build
+    shared = cfg.model_copy(deep=True)
+    if bench.share_warmstart == "env":
+        shared.seed = bench.seeds[0]  # one starting policy for every seed of the env
+    shared.run.dir = str(Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{shared.seed}")
+    (Path(shared.run.dir) / "models").mkdir(parents=True, exist_ok=True)
+    folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
+                            Reporter(quiet=not verbose))
+    out = cfg.model_copy(deep=True)
+    out.model.path, out.warmstart.enabled = str(folder.resolve()), False
+    return out
+
+
+def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Echo) -> str:
+    """Train one cell (resuming it when it can); return its closing progress line."""
+    from prover.progress import Reporter
+    from prover.trainer import Trainer
+
+    same = started_key(cell) == cell.key
+    resume = same and (cell.dir / "checkpoints").is_dir() and any(
+        (p / "state.json").is_file() for p in (cell.dir / "checkpoints").glob("step-*"))
+    if not same and read_history(cell.dir):
+        echo(f"{head}: its settings changed since it ran; restarting it")
+    t0 = time.monotonic()
+    cfg = cell.config if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose)
+    if time.monotonic() - t0 > 1.0:
+        echo(f"{head}: starting policy ready in {time.monotonic() - t0:.0f} s")
+    last = max((r["step"] for r in read_history(cell.dir) if r.get("phase") == "train"), default=0)
+    echo(f"{head}: training {cell.config.steps} steps" + (f" (resuming after step {last})" if resume else ""))
+    cell.dir.mkdir(parents=True, exist_ok=True)
+    marker = {"key": cell.key, "env": cell.env, "method": cell.method.name, "label": cell.method.row,
+              "seed": cell.seed}
+    write_atomic(cell.dir / CELL_FILE, json.dumps(marker) + "\n")
+    t1 = time.monotonic()
+    Trainer(cfg, resume=resume, reporter=Reporter(quiet=not verbose)).train()
+    hist = read_history(cell.dir)
+    evals = [r for r in hist if r.get("phase") == "eval"]
+    final = final_eval(hist, cell.config.steps)
+    return (f"{head}: done in {time.monotonic() - t1:.0f} s, held-out success {evals[0]['eval/success']:.3f} "
+            f"after the warm start -> {final['eval/success']:.3f}")
+
+
+def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
+    """Train every unfinished cell, one progress line (or more) per cell; a cell that fails with a
+    ProverError is reported and the others still run."""
+    outcome, total = Outcome(), len(plan.cells)
+    for i, cell in enumerate(plan.cells, 1):
+        head = f"[{i}/{total}] {cell.name}"
+        if is_finished(cell):
+            success = final_eval(read_history(cell.dir), cell.config.steps)["eval/success"]
+            echo(f"{head}: finished earlier, skipped (held-out success {success:.3f})")
+            outcome.skipped.append(cell.name)
+            continue
+        try:
+            echo(run_cell(cell, head, plan.bench, verbose, echo))
+            outcome.trained.append(cell.name)
+        except ProverError as exc:
+            echo(f"{head}: failed: {exc}")
+            outcome.failed.append(f"{cell.name}: {exc}")
+    return outcome
+
+
+def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:
+    """results.md, table1-3.csv and curves-<env>.png in the bench's out folder, from the finished cells."""
+    from prover.bench.plots import plot_env
+
+    bench, out = plan.bench, plan.bench.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    results, pending = collect(plan)
+    methods = [m.row for m in bench.methods if any(c.method.row == m.row for c in plan.cells)]
+    judged = [m.row for m in bench.methods if m.judge is not None and m.row in methods]
+    plots = [p for env in bench.envs if (p := plot_env(results, methods, env, out)) is not None]
+    files = write_csvs(results, methods, judged, bench.envs, out)
+    notes = [*plan.skipped, *(f"failed: {f}" for f in failed),
+             *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", "",
+            f"Written {when} from the cells of:", "", "```bash", command, "```", "",
+            f"{len(bench.envs)} env(s) × {len(methods)} method(s) × {len(bench.seeds)} seed(s), "
+            f"{bench.steps} RL steps per cell.", ""]
+    if notes:
+        text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
+    text.append(markdown_tables(results, methods, judged, bench.envs))
+    if plots:
+        text += ["## Learning curves", "", *(f"![{p.stem}]({p.name})" for p in plots), ""]
+    matrix = yaml.safe_dump(bench.model_dump(mode="json"), sort_keys=False).rstrip()
+    text += ["## The matrix", "", "```yaml", matrix, "```", ""]
+    write_atomic(out / "results.md", "\n".join(text))
+    files = [out / "results.md", *files, *plots]
+    echo(f"wrote {', '.join(str(p) for p in files)}")
+    return files

@@ -1,0 +1,107 @@
+"""Training in several processes (``accelerate launch``): who does what, and how their results meet.
+
+Every process (rank) holds a full copy of the loop. It rolls out its share of the step's tasks, assigns
+credit on its own groups and updates the learner, whose gradients accelerate averages across the
+processes (DDP, FSDP or DeepSpeed, as the launcher's config says). The main process alone writes
+metrics, checkpoints and evaluation lines. Started plainly (one process), nothing here touches
+``torch.distributed`` and the loop runs exactly as it always did.
+
+Merging a step's metrics across processes: counts (``cost/*``, ``judge/*``, ``learner/rows``,
+``learner/tokens``, among them the engine's request, token and retry counts) are totals, ``time/*`` is the
+slowest process, every other value is the mean of the processes' values (a rate, such as
+``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-process rates).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prover.errors import CheckpointError, ConfigError
+
+TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens")
+SLOWEST = ("time/",)
+
+
+def world_size() -> int:
+    """Processes of this run, from the launcher's environment; 1 when started plainly."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+class Ranks:
+    """This process's place among the run's processes, and the few collectives the trainer needs."""
+
+    def __init__(self) -> None:
+        self.rank, self.world = 0, world_size()
+        if self.world > 1:
+            import torch
+            from accelerate import PartialState
+
+            # the same device choice as the learner's Accelerator, which shares this state
+            state = PartialState(cpu=not torch.cuda.is_available())
+            self.rank, self.world = state.process_index, state.num_processes
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def share(self, items: list) -> list:
+        """This process's part of ``items``: every world-th one, starting at its rank."""
+        return items[self.rank::self.world]
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def gather(self, obj: Any) -> list[Any]:
+        """``obj`` of every process, in rank order, on every process."""
+        if self.world == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def merged(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A step's metrics over all processes (see the module docstring); the record itself when alone."""
+        return record if self.world == 1 else merge_records(self.gather(record))
+
+    def check_config(self, cfg: Any) -> None:
+        """Refuse a split of the step's tasks that would leave processes with unequal shares."""
+        groups = cfg.rollout.groups_per_step
+        if self.world > 1 and groups % self.world:
+            raise ConfigError(f"rollout.groups_per_step={groups} does not split evenly over {self.world} "
+                              f"processes; make it a multiple of {self.world}")
+
+    def check_learner(self, cfg: Any, accelerator: Any, resume: bool) -> None:
+        """Refuse what the learner cannot do under the launcher's sharding, before any work starts."""
+        kind = str(getattr(accelerator, "distributed_type", "")).rsplit(".", 1)[-1]
+        mini, micro = cfg.learner.mini_batch_rows, cfg.learner.micro_batch_rows
+        if kind == "DEEPSPEED" and micro < mini:
+            # accelerate's DeepSpeed backward steps the optimizer after every micro-batch
+            raise ConfigError(f"under DeepSpeed every backward is an optimizer step: set "
+                              f"learner.micro_batch_rows={mini} (= learner.mini_batch_rows), not {micro}")
+        if resume and kind in ("FSDP", "DEEPSPEED"):
+            raise CheckpointError(f"--resume under {kind}: checkpoints keep only the main process's shard "
+                                  "of the optimizer state; resume with DDP, or start a new run from the "
+                                  "checkpoint: model.path=<run.dir>/checkpoints/step-N "
+                                  "warmstart.enabled=false")
+
+
+def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One metrics record from one per process (see the module docstring for the rule per name)."""
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(k for r in records for k in r):  # every name, in first-seen order
+        values = [r[key] for r in records if key in r]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) or key == "step":
+            out[key] = values[0]
+        elif key.startswith(TOTALS):
+            out[key] = float(sum(values))
+        elif key.startswith(SLOWEST):
+            out[key] = float(max(values))
+        else:
+            out[key] = float(sum(values) / len(values))
+    return out

@@ -1,0 +1,159 @@
+"""One SGLang server over HTTP: JSON in and out, a timeout on every call, bounded retries, one-line errors.
+
+Only the standard library is used (``urllib``), so the client adds no dependency; prover never imports
+sglang itself (it pins a CUDA torch), it drives servers started in their own environment.
+
+A call is retried, with doubling waits, only where trying again can help: the connection was refused or
+dropped, or the server answered 429 or 5xx. A timeout is not retried: a server too slow once is slow
+again, and the caller would wait a multiple of its timeout. Every failure becomes one ``EngineError``
+line that names the server, e.g. ``SGLang server http://127.0.0.1:30000: no reply to /generate within
+30 s``. The timeout bounds each socket wait and also the whole body read, so a server that trickles its
+reply cannot hold a rollout either.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+from prover.errors import EngineError
+from prover.httpio import read_until
+
+
+class _Retryable(Exception):
+    """A failure worth another try (connection refused or dropped, 429, 5xx)."""
+
+
+def first_line(raw: bytes | str, limit: int = 200) -> str:
+    """The readable gist of an error body: SGLang's ``{"error": {"message"}}``, ``{"message"}``,
+    FastAPI's ``{"detail"}``, or the text itself; first line only, clipped."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            err = data.get("error")
+            text = str((err.get("message") if isinstance(err, dict) else err) or data.get("message")
+                       or data.get("detail") or text)
+    except ValueError:
+        pass
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(empty body)")
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+class ServerClient:
+    """``url`` is the server root, e.g. ``http://127.0.0.1:30000``."""
+
+    def __init__(self, url: str, timeout_s: float, retries: int = 3, backoff_s: float = 1.0) -> None:
+        self.url = url.rstrip("/")
+        self.name = f"SGLang server {self.url}"
+        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+        self.retried = 0  # calls repeated after a retryable failure (a metric)
+
+    def get(self, path: str, timeout_s: float | None = None, expect_json: bool = True) -> Any:
+        return self.call("GET", path, None, timeout_s, expect_json)
+
+    def post(self, path: str, body: Any = None, timeout_s: float | None = None, expect_json: bool = True,
+             retry: bool = True) -> Any:
+        """``retry=False`` for calls that must not run twice (joining a group, receiving a broadcast)."""
+        return self.call("POST", path, body, timeout_s, expect_json, retry)
+
+    def call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
+             retry: bool = True) -> Any:
+        timeout = timeout_s or self.timeout_s
+        retries = self.retries if retry else 0
+        problem, hint = "", ""
+        for attempt in range(retries + 1):
+            try:
+                status, raw = self._once(method, path, body, timeout)
+            except _Retryable as exc:
+                problem, hint = str(exc), "is it running? check its log"
+            else:
+                if status == 429 or status >= 500:
+                    problem, hint = f"{path} answered HTTP {status}: {first_line(raw)}", "check its log"
+                elif status >= 400:
+                    raise EngineError(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}")
+                else:
+                    return self._decode(path, raw, expect_json)
+            if attempt < retries:
+                self.retried += 1
+                time.sleep(self.backoff_s * 2 ** attempt)
+        tries = f" (after {retries + 1} tries)" if retries else ""
+        raise EngineError(f"{self.name}: {problem}{tries}; {hint}")
+
+    def _once(self, method: str, path: str, body: Any, timeout: float) -> tuple[int, bytes]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + timeout
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, read_until(response, deadline)
+        except urllib.error.HTTPError as exc:
+            try:
+                return exc.code, exc.read()
+            except (OSError, http.client.HTTPException):
+                return exc.code, b""
+        except (socket.timeout, TimeoutError):
+            raise self._timeout(path, timeout) from None
+        except http.client.HTTPException as exc:  # dropped mid-reply, garbled status line
+            raise _Retryable(f"connection to {path} dropped ({type(exc).__name__})") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise self._timeout(path, timeout) from None
+            if isinstance(reason, ConnectionRefusedError):
+                raise _Retryable("connection refused") from None
+            if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+                raise _Retryable(f"connection to {path} dropped ({type(reason).__name__})") from None
+            raise _Retryable(f"cannot connect ({reason})") from None
+
+    def _timeout(self, path: str, timeout: float) -> EngineError:
+        return EngineError(f"{self.name}: no reply to {path} within {timeout:g} s; raise engine.kwargs.timeout_s "
+                           "or check the server")
+
+    def _decode(self, path: str, raw: bytes, expect_json: bool) -> Any:
+        if not expect_json:
+            return raw.decode("utf-8", "replace")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            head = raw[:60].decode("utf-8", "replace")
+            raise EngineError(f"{self.name}: {path} sent a reply that is not JSON (starts {head!r})") from None
+
+
+def together(fns: list[Callable[[], Any]], timeout_s: float | None = None, what: str = "") -> list[Any]:
+    """Run every function in its own thread; their results, in order.
+
+    The first exception is raised as soon as it happens (not after the others end), and past
+    ``timeout_s`` it is an ``EngineError``. Threads are daemons: one stuck in a collective or a socket
+    wait cannot keep the process alive after the error has been reported.
+    """
+    done: queue.Queue = queue.Queue()
+    results: list[Any] = [None] * len(fns)
+
+    def run(k: int, fn: Callable[[], Any]) -> None:
+        try:
+            done.put((k, fn(), None))
+        except BaseException as exc:  # handed to the caller's thread
+            done.put((k, None, exc))
+
+    for k, fn in enumerate(fns):
+        threading.Thread(target=run, args=(k, fn), daemon=True).start()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    for _ in fns:
+        try:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            k, value, exc = done.get(timeout=left)
+        except queue.Empty:
+            raise EngineError(f"{what or 'server calls'} did not finish within {timeout_s:g} s") from None
+        if exc is not None:
+            raise exc
+        results[k] = value
+    return results

@@ -1,0 +1,230 @@
+"""Weight sync from the learner to SGLang servers: from disk (simple) or by broadcast (fast).
+
+``disk``: the learner writes a Hugging Face folder (safetensors) to ``sync_dir/v<N>``, every server is
+told ``POST /update_weights_from_disk {model_path}``, then ``POST /flush_cache``. The folder must be
+readable by the servers at the same path (one machine, or a shared file system).
+
+``distributed``: once, the trainer and every server join one process group (``POST
+/init_weights_update_group``, the trainer as rank 0, server i's tensor-parallel ranks after it); then
+per sync, for each bucket of tensors, every server is told ``POST /update_weights_from_distributed
+{names, dtypes, shapes, group_name, flush_cache}`` while the trainer broadcasts those tensors from rank
+0 in the same order. The group is built the way SGLang builds its end (a ``tcp://`` rendezvous, a store
+prefixed with the group name, ``_new_process_group_helper``), because both ends must agree on every
+store key; it is a group of its own, beside any default group accelerate made.
+
+Both paths flush the prefix cache (its KV was computed with the old weights), time out, and fail with
+one ``EngineError`` line. A failed broadcast may leave a server with some new and some old tensors,
+which its message says. ``check_weights`` compares a few parameters with ``/get_weights_by_name``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import weakref
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prover.engines.sglang_http import ServerClient, together
+from prover.errors import EngineError
+
+CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
+
+
+class DiskSync:
+    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
+        self.servers, self.cfg = servers, cfg
+        self.version = 0
+        if cfg.sync_dir is None:  # a private folder, removed when the engine goes away
+            self.root = Path(tempfile.mkdtemp(prefix="prover-sglang-sync-"))
+            weakref.finalize(self, shutil.rmtree, str(self.root), True)
+        else:
+            self.root = Path(cfg.sync_dir).expanduser().resolve()
+            self.root.mkdir(parents=True, exist_ok=True)
+
+    def load_folder(self, folder: str | Path) -> None:
+        """Every server loads the weights in ``folder`` (a Hugging Face checkpoint), then flushes."""
+        path = str(Path(folder).resolve())
+        body = {"model_path": path, "weight_version": str(self.version)}
+
+        def load(s: ServerClient) -> None:
+            reply = s.post("/update_weights_from_disk", body, self.cfg.sync_timeout_s)
+            if not (isinstance(reply, dict) and reply.get("success")):
+                msg = reply.get("message") if isinstance(reply, dict) else reply
+                raise EngineError(f"{s.name}: could not load the weights in {path}: {msg}")
+        together([lambda s=s: load(s) for s in self.servers], self.cfg.sync_timeout_s + 5, "weight load")
+        flush(self.servers, self.cfg.sync_timeout_s)
+
+    def push(self, learner: Any, state: dict | None = None) -> None:
+        """``state``: the full weights, already gathered when the learner is sharded over processes."""
+        self.version += 1
+        folder = self.root / f"v{self.version}"
+        shutil.rmtree(folder, ignore_errors=True)
+        if state is None:
+            learner.save_pretrained(folder)
+        else:
+            learner.save_pretrained(folder, state_dict=state)
+        self.load_folder(folder)
+        for old in self.root.glob("v*"):  # the servers hold the new weights in memory now
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def close(self) -> None:
+        """Nothing held: a sync folder outlives a sync only until the next one."""
+
+
+class DistributedSync(DiskSync):
+    """Starts from a folder like ``DiskSync``; every later sync is a broadcast."""
+
+    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
+        super().__init__(servers, cfg)
+        self.group: Any = None
+
+    def _join(self) -> None:
+        cfg = self.cfg
+        port = cfg.master_port or free_port(cfg.master_address)
+        tp = [int((s.get("/get_server_info") or {}).get("tp_size", 1) or 1) for s in self.servers]
+        world = 1 + sum(tp)
+        offsets = [1 + sum(tp[:i]) for i in range(len(tp))]
+
+        def init(s: ServerClient, offset: int) -> None:
+            body = {"master_address": cfg.master_address, "master_port": port, "rank_offset": offset,
+                    "world_size": world, "group_name": cfg.group_name, "backend": cfg.backend}
+            reply = s.post("/init_weights_update_group", body, cfg.sync_timeout_s, retry=False)
+            if not (isinstance(reply, dict) and reply.get("success")):
+                raise EngineError(f"{s.name}: did not join the weight group: {reply}")
+        join = lambda: join_weight_group(cfg.master_address, port, world, 0, cfg.group_name, cfg.backend,  # noqa: E731
+                                         cfg.sync_timeout_s)
+        try:
+            self.group = together([join] + [lambda s=s, o=o: init(s, o) for s, o in zip(self.servers, offsets)],
+                                  cfg.sync_timeout_s + 5, "joining the weight group")[0]
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"could not build the weight group at {cfg.master_address}:{port} with backend "
+                              f"{cfg.backend!r} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+                              "is master_address reachable from the servers?") from None
+
+    def push(self, learner: Any, state: dict | None = None) -> None:
+        import torch
+
+        if self.group is None:
+            self._join()
+        self.version += 1
+        cfg = self.cfg
+        device = torch.device("cuda", torch.cuda.current_device()) if cfg.backend == "nccl" else torch.device("cpu")
+        named = list((state if state is not None else learner.policy_state_dict()).items())
+        buckets = bucketed(named, int(cfg.bucket_mb * 2 ** 20))
+        try:
+            for k, bucket in enumerate(buckets):
+                self._send(bucket, last=k == len(buckets) - 1, device=device)
+            flush(self.servers, cfg.sync_timeout_s)
+        except Exception as exc:
+            detail = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+            raise EngineError(f"distributed weight sync {self.version} failed ({' '.join(detail.split())[:300]}); "
+                              "the servers' weights may be half-updated: restart them and resume from the "
+                              "last checkpoint") from None
+
+    def _send(self, bucket: list[tuple[str, Any]], last: bool, device: Any) -> None:
+        import torch.distributed as dist
+
+        body = {"names": [n for n, _ in bucket], "dtypes": [str(t.dtype).removeprefix("torch.") for _, t in bucket],
+                "shapes": [list(t.shape) for _, t in bucket], "group_name": self.cfg.group_name,
+                "flush_cache": last, "weight_version": str(self.version)}
+
+        def receive(s: ServerClient) -> None:
+            reply = s.post("/update_weights_from_distributed", body, self.cfg.sync_timeout_s, retry=False)
+            if not (isinstance(reply, dict) and reply.get("success")):
+                raise EngineError(f"{s.name}: refused the broadcast weights: {reply}")
+
+        def broadcast() -> None:  # the same order as ``names``: the servers receive one by one
+            for _, tensor in bucket:
+                dist.broadcast(tensor.detach().to(device).contiguous(), src=0, group=self.group)
+        together([broadcast] + [lambda s=s: receive(s) for s in self.servers], self.cfg.sync_timeout_s + 5,
+                 "the weight broadcast")
+
+    def close(self) -> None:
+        if self.group is not None:
+            import torch.distributed as dist
+
+            try:
+                dist.destroy_process_group(self.group)
+            except Exception:  # best effort at shutdown: the servers may be gone already
+                pass
+            self.group = None
+
+
+def join_weight_group(master_address: str, master_port: int, world_size: int, rank: int, group_name: str,
+                      backend: str, timeout_s: float) -> Any:
+    """A process group of its own between the trainer and the servers, keyed like SGLang's end.
+
+    SGLang (python/sglang/srt/utils, ``init_custom_process_group``) rendezvouses at
+    ``tcp://master_address:master_port``, prefixes the store with the group name and calls torch's
+    ``_new_process_group_helper``; verl and slime build the trainer's end the same way, and so do we,
+    since store keys that differ in one prefix would leave both ends waiting for each other.
+    """
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+    from torch.distributed.rendezvous import rendezvous
+
+    timeout = timedelta(seconds=timeout_s)
+    store, rank, world_size = next(rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size,
+                                              timeout=timeout))
+    store.set_timeout(timeout)
+    store = dist.PrefixStore(group_name, store)
+    group, _ = c10d._new_process_group_helper(world_size, rank, [], backend, store, group_name=group_name,
+                                              timeout=timeout)
+    c10d._world.pg_group_ranks[group] = {i: i for i in range(world_size)}  # group rank == rank in the group
+    return group
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host if host not in ("localhost",) else "127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bucketed(named: list[tuple[str, Any]], max_bytes: int) -> list[list[tuple[str, Any]]]:
+    """Consecutive tensors grouped up to ``max_bytes`` each (a larger tensor goes alone): a server holds
+    one bucket's received tensors beside its weights before loading them."""
+    buckets: list[list[tuple[str, Any]]] = [[]]
+    size = 0
+    for name, t in named:
+        nbytes = t.numel() * t.element_size()
+        if buckets[-1] and size + nbytes > max_bytes:
+            buckets.append([])
+            size = 0
+        buckets[-1].append((name, t))
+        size += nbytes
+    return buckets
+
+
+def flush(servers: list[ServerClient], timeout_s: float) -> None:
+    """Drop every server's prefix cache: its KV was computed with the old weights."""
+    together([lambda s=s: s.post("/flush_cache", None, timeout_s, expect_json=False) for s in servers],
+             timeout_s + 5, "flush_cache")
+
+
+def check_weights(servers: list[ServerClient], state: dict[str, Any], timeout_s: float) -> None:
+    """Debug: the first rows of a few parameters, read back from every server, equal the learner's
+    ``state``. Tolerances allow a server that keeps bfloat16 weights (about 3 significant digits)."""
+    names = list(dict.fromkeys(n for n in (next(iter(state)), list(state)[len(state) // 2], list(state)[-1])))
+    for s in servers:
+        for name in names:
+            want = state[name][:CHECK_ROWS].detach().float().cpu().numpy()
+            reply = s.post("/get_weights_by_name", {"name": name, "truncate_size": CHECK_ROWS}, timeout_s)
+            try:
+                got = np.asarray(reply, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise EngineError(f"{s.name}: /get_weights_by_name {name!r} sent {str(reply)[:80]!r}") from None
+            copies = got if got.ndim == want.ndim + 1 else got[None]  # data-parallel servers send one per rank
+            for copy in copies:
+                if copy.shape != want.shape or not np.allclose(copy, want, rtol=1e-2, atol=1e-3):
+                    delta = float(np.abs(copy - want).max()) if copy.shape == want.shape else float("nan")
+                    raise EngineError(f"{s.name}: weight check after sync: {name!r} differs from the learner's "
+                                      f"(shape {list(copy.shape)} vs {list(want.shape)}, max |diff| {delta:.3g}); "
+                                      "the sync did not take")

@@ -1,0 +1,63 @@
+"""The rollout groups a run keeps as text (``groups.jsonl``), so that ``prover view`` can show them.
+
+One JSON object per kept group and step::
+
+    {"step": 3, "group": 1, "task_id": ..., "task_text": ...,
+     "trajectories": [{"traj_id", "won", "return", "truncated",
+                       "turns": [{"observation", "completion", "action", "reward", "format_valid",
+                                  "action_valid", "advantage"}]}],
+     "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale"}]}
+
+``advantage`` is the mean advantage over the turn's tokens (null when the method trained on other turns
+than the rollout's, as SPO-tree does). ``segments`` are the judge's proposals as the credit method
+checked them: ``delta`` is null for one dropped by validation (``problem`` says why).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from prover.types import Advantages, Batch, Group
+
+OBS_CHARS = 2000  # an observation is cut to its first characters; the viewer shows an excerpt anyway
+
+
+def _rank(gi: int, group: Group, proposed: set[int]) -> tuple[int, int]:
+    """Groups with a proposal first, then groups with both wins and losses, then the rest."""
+    mixed = 0 < group.n_won < len(group.trajectories)
+    return (0 if gi in proposed else 1 if mixed else 2, gi)
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[str, Any]]:
+    """Up to ``n`` groups of one step as JSON-ready records, in batch order."""
+    if n <= 0:
+        return []
+    proposed = {s.group for s in adv.segments}
+    keep = sorted(sorted(range(len(batch.groups)), key=lambda gi: _rank(gi, batch.groups[gi], proposed))[:n])
+    with_adv = adv.train_batch is None  # otherwise the values index another batch
+    out = []
+    for gi in keep:
+        group = batch.groups[gi]
+        trajs = []
+        for i, tr in enumerate(group.trajectories):
+            turns = [{"observation": t.observation[:OBS_CHARS], "completion": t.completion_text,
+                      "action": t.action, "reward": float(t.reward), "format_valid": bool(t.format_valid),
+                      "action_valid": bool(t.action_valid),
+                      "advantage": _mean(adv.values[gi][i][k]) if with_adv else None}
+                     for k, t in enumerate(tr.turns)]
+            trajs.append({"traj_id": tr.traj_id, "won": bool(tr.won), "return": tr.env_return,
+                          "truncated": bool(tr.truncated), "turns": turns})
+        segments = [{"traj_id": s.segment.traj_id, "start_turn": s.segment.start_turn,
+                     "end_turn": s.segment.end_turn, "delta": s.delta, "accepted": s.accepted,
+                     "problem": s.problem, "rationale": s.rationale}
+                    for s in adv.segments if s.group == gi]
+        out.append({"step": step, "group": gi, "task_id": group.task_id,
+                    "task_text": group.trajectories[0].task_text if group.trajectories else "",
+                    "trajectories": trajs, "segments": segments})
+    return out

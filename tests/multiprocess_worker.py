@@ -1,0 +1,72 @@
+"""What the processes of tests/test_multiprocess.py run (this folder is on their PYTHONPATH).
+
+``ChecksumEngine``: the ``hf`` engine, also writing a digest of every weight tensor after each sync
+into ``checksum_dir/sync-<n>-rank<r>.json``, so a test can see that all processes hold the same policy.
+
+``python multiprocess_worker.py learner POLICY_DIR OUT_DIR ROWS``: one ``Learner.update`` on ``ROWS``
+turn rows, in a process group described by the usual RANK / WORLD_SIZE / MASTER_* variables; writes
+``OUT_DIR/rank<r>.json`` with the weight digests before and after and the update's metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from prover.engines.hf import HFEngine
+
+
+def digests(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    return {k: hashlib.sha256(v.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()
+            for k, v in sorted(state.items())}
+
+
+class ChecksumEngine(HFEngine):
+    def __init__(self, model_path: str, dtype: str = "float32", checksum_dir: str = "", **kwargs: Any) -> None:
+        super().__init__(model_path, dtype=dtype, **kwargs)
+        self.out, self.syncs = Path(checksum_dir), 0
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._write()
+
+    def _write(self) -> None:
+        rank = os.environ.get("RANK", "0")
+        (self.out / f"sync-{self.syncs}-rank{rank}.json").write_text(json.dumps(digests(self.model.state_dict())))
+
+    def update_weights(self, learner: Any) -> None:
+        super().update_weights(learner)
+        self.syncs += 1
+        self._write()
+
+
+def learner_update(policy_dir: str, out_dir: str, n_rows: int) -> None:
+    """One PPO update on ``n_rows`` single-turn trajectories whose advantages are all nonzero."""
+    from prover.config import LearnerConfig
+    from prover.learner import Learner
+    from prover.types import Advantages, Batch, Group, Trajectory, Turn
+
+    cfg = LearnerConfig(lr=1e-2, mini_batch_rows=2, micro_batch_rows=1)
+    learner = Learner(policy_dir, cfg, max_completion_tokens=4)
+    rank = learner.accelerator.process_index
+    before = digests(learner.policy_state_dict())
+    trajs = [Trajectory(traj_id=f"t{i}", task_id="task", task_text="t",
+                        turns=[Turn(prompt_ids=[5 + i, 6, 7], completion_ids=[8, 9 + i], logprobs=[-1.0, -1.5],
+                                    observation="o", completion_text="c", action="a", format_valid=True,
+                                    action_valid=True, reward=0.0, state_key=i)])
+             for i in range(n_rows)]
+    batch = Batch([Group("task", trajs)])
+    adv = Advantages(values=[[[np.array([1.0 - 0.5 * i, 0.5], np.float32)] for i in range(n_rows)]])
+    stats = learner.update(batch, adv)
+    after = digests(learner.policy_state_dict())
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps({"before": before, "after": after, **stats}))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "learner":
+        learner_update(sys.argv[2], sys.argv[3], int(sys.argv[4]))

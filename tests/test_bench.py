@@ -1,0 +1,217 @@
+"""``prover bench``: names checked before any work, unconfigured judges skipped with a note, a tiny
+2-method bench writing the tables, CSV and curves, finished cells skipped on rerun and an unfinished one
+resumed; and the three tables' numbers on hand-written metrics, computed by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prover.bench.matrix import BenchConfig, load_bench_config, plan
+from prover.bench.tables import CellResult, markdown_tables, table1, table2, table3, write_csvs
+from prover.cli import main
+from prover.errors import ConfigError
+
+
+@pytest.fixture
+def tiny_common(tiny_run_overrides) -> dict:
+    """conftest's seconds-long run settings as the matrix's common settings (the matrix sets run.dir)."""
+    return {k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in tiny_run_overrides) if k != "run.dir"}
+
+
+def _write(tmp_path: Path, common: dict, **fields) -> Path:
+    tree = {"dir": str(tmp_path / "bench"), "envs": ["alfworld-sim"], "seeds": [0], "steps": 1,
+            "methods": ["grpo"], "common": common, **fields}
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+# -- checks before any work ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("override, named", [
+    ("methods=[grpo,spo-treee]", "spo-treee"),
+    ("envs=[alfworld-sim,webshop-simm]", "webshop-simm"),
+    ("methods=[grpo,prover+contrastt]", "contrastt"),
+    ("methods=[grpo+contrast]", "uses no judge"),
+    ("methods=[prover]", "needs a judge"),
+    ("common.rollout.group_size=0", "rollout.group_size"),
+    ("common.steps=3", "'steps' is set by the matrix"),
+    ("stepz=3", "stepz"),
+])
+def test_bad_matrix_fails_before_any_work_naming_the_problem(override, named, tiny_common, tmp_path, capsys):
+    rc = main(["bench", "--config", str(_write(tmp_path, tiny_common)), override])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and named in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "bench").exists()  # nothing was built or written
+
+
+def test_unconfigured_api_judges_and_critics_are_skipped_with_a_note(monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("PROVER_TEST_UNSET_KEY", raising=False)
+    methods = ["grpo", "prover+litellm", "criticsearch",
+               {"name": "prover+litellm", "label": "keyless", "overrides": {"judge.model": "gpt-5.4-mini"}},
+               {"name": "prover+litellm", "label": "named-key",
+                "overrides": {"judge.model": "gpt-5.4-mini", "judge.api_key_env": "PROVER_TEST_UNSET_KEY"}},
+               {"name": "prover+local", "label": "no-folder"},
+               {"name": "prover+litellm", "label": "local-server",
+                "overrides": {"judge.model": "openai/qwen", "judge.api_base": "http://127.0.0.1:9/v1"}}]
+    p = plan(BenchConfig(dir=str(tmp_path / "b"), envs=["alfworld-sim"], seeds=[0, 1], methods=methods))
+    assert sorted({c.method.row for c in p.cells}) == ["grpo", "local-server"]
+    assert len(p.skipped) == 5 and all(n.startswith("skipped '") for n in p.skipped)
+    notes = "\n".join(p.skipped)
+    assert "'prover+litellm': judge.model is not set" in notes
+    assert "'criticsearch': credit.critic.litellm.model is not set" in notes
+    assert "'keyless': model 'gpt-5.4-mini' needs the environment variable(s) ['OPENAI_API_KEY']" in notes
+    assert "'named-key': environment variable 'PROVER_TEST_UNSET_KEY'" in notes
+    assert "'no-folder': judge.model_path is not set" in notes
+    monkeypatch.setenv("PROVER_TEST_UNSET_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    p = plan(BenchConfig(dir=str(tmp_path / "b"), envs=["alfworld-sim"], seeds=[0], methods=methods[3:5]))
+    assert [c.method.row for c in p.cells] == ["keyless", "named-key"] and p.skipped == []
+    assert not (tmp_path / "b").exists()
+
+
+def test_overrides_reach_the_cells_in_order_common_env_method(tiny_common, tmp_path):
+    bench = load_bench_config(_write(tmp_path, tiny_common, envs=["alfworld-sim", "webshop-sim"], seeds=[3],
+                                     env_overrides={"webshop-sim": {"rollout.max_turns": 5}},
+                                     methods=[{"name": "prover+random", "overrides": {"rollout": {"max_turns": 4},
+                                                                                      "credit.samples": 2}}]),
+                              ["steps=2", "common.rollout.group_size=5"])
+    [alf, ws] = plan(bench).cells
+    assert (alf.config.steps, alf.config.seed, alf.config.rollout.group_size) == (2, 3, 5)
+    assert alf.config.rollout.max_turns == ws.config.rollout.max_turns == 4  # the method's setting wins
+    assert (ws.config.env.name, ws.config.credit.name, ws.config.judge.name) == ("webshop-sim", "prover", "random")
+    assert ws.dir == tmp_path / "bench" / "cells" / "webshop-sim" / "prover+random" / "seed-3"
+    assert ws.config.run.dir == str(ws.dir) and alf.key != ws.key
+
+
+# -- a tiny bench ----------------------------------------------------------------------------------------
+
+def _mtimes(root: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, tmp_path, capsys):
+    prover = {"name": "prover+contrast", "overrides": {"credit.samples": 2}}
+    cfg = _write(tmp_path, tiny_common, methods=["grpo", prover, "prover+litellm"], out=str(tmp_path / "docs"))
+    assert main(["bench", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "note: skipped 'prover+litellm': judge.model is not set" in out
+    assert out.count(": done in ") == 2 and "[2/2] alfworld-sim · prover+contrast · seed 0" in out
+    bench, docs = tmp_path / "bench", tmp_path / "docs"
+    # one warm start for the (env, seed), shared: the cells built no model of their own
+    assert len(list((bench / "shared" / "alfworld-sim" / "seed-0" / "models").glob("warmstart-*"))) == 1
+    cells = {m: bench / "cells" / "alfworld-sim" / m / "seed-0" for m in ("grpo", "prover+contrast")}
+    for cell in cells.values():
+        assert not (cell / "models").exists()
+        assert "/shared/alfworld-sim/seed-0/models/warmstart-" in yaml.safe_load((cell / "config.yaml").read_text())[
+            "model"]["path"]
+    finals = {m: [json.loads(ln) for ln in (c / "metrics.jsonl").read_text().splitlines()][-1]
+              for m, c in cells.items()}
+    assert all(r["phase"] == "eval" and r["step"] == 1 for r in finals.values())
+    rows = list(csv.DictReader((docs / "table1.csv").open()))
+    assert [(r["method"], r["env"]) for r in rows] == [("grpo", "alfworld-sim"), ("grpo", "avg"),
+                                                      ("prover+contrast", "alfworld-sim"), ("prover+contrast", "avg")]
+    assert float(rows[0]["success_mean"]) == finals["grpo"]["eval/success"] and rows[0]["success_std"] == ""
+    t2 = list(csv.DictReader((docs / "table2.csv").open()))
+    assert [r["method"] for r in t2] == ["grpo", "prover+contrast"] and float(t2[0]["generated_tokens_per_step"]) > 0
+    assert [r["method"] for r in csv.DictReader((docs / "table3.csv").open())] == ["prover+contrast"] * 2
+    md = (docs / "results.md").read_text()
+    assert "2 of 2 cells finished" in md and "skipped 'prover+litellm'" in md and "| grpo | " in md
+    assert "![curves-alfworld-sim](curves-alfworld-sim.png)" in md
+    png = (docs / "curves-alfworld-sim.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+    before = _mtimes(bench)  # a rerun trains nothing and touches no cell
+    assert main(["bench", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("finished earlier, skipped") == 2 and "done in" not in out
+    assert _mtimes(bench) == before
+
+    (docs / "results.md").unlink()  # the tables come back from the cells alone
+    assert main(["bench", "--config", str(cfg), "--regen-only"]) == 0
+    assert (docs / "results.md").read_text().split("## Table 1", 1)[1] == md.split("## Table 1", 1)[1]
+    assert _mtimes(bench) == before
+
+    # a cell stopped before its final evaluation resumes from its checkpoint; the other stays skipped
+    metrics = cells["grpo"] / "metrics.jsonl"
+    metrics.write_text("".join(ln + "\n" for ln in metrics.read_text().splitlines()[:-1]))
+    assert main(["bench", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "grpo · seed 0: training 1 steps (resuming after step 1)" in out and out.count("finished earlier") == 1
+    hist = [json.loads(ln) for ln in metrics.read_text().splitlines()]
+    assert [(r["phase"], r["step"]) for r in hist] == [("eval", 0), ("train", 1), ("eval", 1)]
+
+    # changed settings make a finished cell run again
+    assert main(["bench", "--config", str(cfg), "methods=[grpo]", "common.learner.lr=0.002"]) == 0
+    assert "settings changed since it ran; restarting it" in capsys.readouterr().out
+
+
+# -- the tables' numbers -----------------------------------------------------------------------------------
+
+def _cell(method: str, env: str, seed: int, success: float, train: list[dict] = ()) -> CellResult:
+    hist = [{"step": 0, "phase": "eval", "eval/success": 0.0}]
+    hist += [{"step": k + 1, "phase": "train", **t} for k, t in enumerate(train)]
+    hist.append({"step": 2, "phase": "eval", "eval/success": success})
+    return CellResult(env, method, seed, hist, steps=2)
+
+
+def test_table_numbers_from_hand_written_metrics(tmp_path):
+    results = [
+        _cell("grpo", "alf", 0, 0.4, [{"cost/rollout_tokens": 100, "cost/branch_tokens": 0, "time/step": 2.0},
+                                      {"cost/rollout_tokens": 300, "time/step": 4.0}]),
+        _cell("grpo", "alf", 1, 0.6, [{"cost/rollout_tokens": 200, "time/step": 6.0}]),
+        _cell("grpo", "ws", 0, 0.2), _cell("grpo", "ws", 1, 0.8),
+        _cell("prover+x", "alf", 0, 0.5, [
+            {"cost/rollout_tokens": 100, "cost/branch_tokens": 20, "cost/judge_tokens": 50, "cost/judge_dollars": 0.01,
+             "time/step": 1.0, "credit/valid_proposals": 2, "credit/accepted": 1, "credit/segment_turns": 1.5,
+             "credit/delta": 0.1},
+            {"cost/rollout_tokens": 300, "cost/branch_tokens": 40, "cost/judge_tokens": 150,
+             "cost/judge_dollars": 0.03, "time/step": 3.0, "credit/valid_proposals": 1, "credit/accepted": 1,
+             "credit/segment_turns": 3.0, "credit/delta": 0.4},
+            {"cost/rollout_tokens": 200, "time/step": 2.0, "credit/valid_proposals": 0, "credit/accepted": 0}]),
+    ]
+    envs, methods = ["alf", "ws"], ["grpo", "prover+x"]
+    t1 = {r["method"]: r for r in table1(results, methods, envs)}
+    # grpo alf: 0.4, 0.6 -> mean 0.5, sample std sqrt((0.01 + 0.01) / 1) = 0.141421
+    assert (t1["grpo"]["alf"].mean, t1["grpo"]["alf"].std, t1["grpo"]["alf"].n) == pytest.approx((0.5, 0.1414214, 2))
+    assert t1["grpo"]["ws"].std == pytest.approx(math.sqrt(0.09 + 0.09))  # 0.2, 0.8 around 0.5
+    # per-seed averages (0.4 + 0.2) / 2 = 0.3 and (0.6 + 0.8) / 2 = 0.7 -> 0.5 ± sqrt(0.04 + 0.04)
+    assert (t1["grpo"]["avg"].mean, t1["grpo"]["avg"].std) == pytest.approx((0.5, math.sqrt(0.08)))
+    assert (t1["prover+x"]["alf"].mean, t1["prover+x"]["alf"].std) == (0.5, None)
+    assert t1["prover+x"]["avg"].n == 0  # no seed has both envs
+    t2 = {(r["method"], r["env"]): r for r in table2(results, methods, envs)}
+    assert set(t2) == {("grpo", "alf"), ("prover+x", "alf")}  # cells without train records have no costs
+    # grpo alf: seed 0 (100 + 300) / 2 = 200 tokens and 3 s; seed 1: 200 and 6 s -> 200 tokens, 4.5 s
+    assert (t2["grpo", "alf"]["generated_tokens"], t2["grpo", "alf"]["seconds"]) == pytest.approx((200.0, 4.5))
+    p = t2["prover+x", "alf"]  # (120 + 340 + 200) / 3 generated; judge (50 + 150 + 0) / 3; (1 + 3 + 0) / 3 cents
+    assert (p["generated_tokens"], p["branch_tokens"], p["judge_tokens"], p["judge_cents"], p["seconds"]) == \
+        pytest.approx((220.0, 20.0, 200 / 3, 4 / 3, 2.0))
+    [t3] = table3(results, ["prover+x"], envs)
+    # pooled: 2 of 3 valid accepted; length (2 * 1.5 + 1 * 3) / 3 = 2; Delta (2 * 0.1 + 1 * 0.4) / 3 = 0.2
+    assert (t3["valid"], t3["accepted"], t3["acceptance"]) == pytest.approx((3, 2, 2 / 3))
+    assert (t3["segment_turns"], t3["delta"]) == pytest.approx((2.0, 0.2))
+    md = markdown_tables(results, methods, ["prover+x"], envs)
+    assert "| grpo | 50.0 ± 14.1 | 50.0 ± 42.4 | 50.0 ± 28.3 |" in md
+    assert "| prover+x | 50.0 | – | – |" in md
+    assert "| prover+x | alf | 220 | 200 | 20 | 67 | 1.33 | 2.0 |" in md
+    assert "| prover+x | 50.0 | – | – | 3 | 2 | 66.7 | 2.00 | +0.200 |" in md
+    write_csvs(results, methods, ["prover+x"], envs, tmp_path)
+    rows = list(csv.DictReader((tmp_path / "table3.csv").open()))
+    assert [(r["method"], r["env"]) for r in rows] == [("prover+x", "alf"), ("prover+x", "ws"), ("prover+x", "all")]
+    assert float(rows[2]["acceptance"]) == pytest.approx(2 / 3) and rows[1]["valid"] == "0.0"
+
+
+def test_bench_config_errors_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_bench_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="bench field 'seeds'"):
+        load_bench_config(None, ["seeds=[]", "methods=[grpo]"])
+    with pytest.raises(ConfigError, match="appears twice"):
+        plan(load_bench_config(None, ["methods=[grpo,grpo]", f"dir={tmp_path}"]))
