@@ -28,6 +28,11 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def process_rank() -> int:
+    """This process's rank, from the launcher's environment; 0 when started plainly."""
+    return int(os.environ.get("RANK", "0"))
+
+
 class Ranks:
     """This process's place among the run's processes, and the few collectives the trainer needs."""
 

@@ -100,6 +100,7 @@ class Trainer:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
         self.engine = ENGINES.get(cfg.engine.name)(str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+        self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         s = cfg.rollout.sampling
         self.sampling = SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k)
         self.rollout = Rollout(self.make_env, self.engine, max_turns=cfg.rollout.max_turns, sampling=self.sampling,

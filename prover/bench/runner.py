@@ -61,11 +61,11 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> TrainConfig:
 def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Echo) -> str:
     """Train one cell (resuming it when it can); return its closing progress line."""
     from prover.progress import Reporter
+    from prover.run import RunDir
     from prover.trainer import Trainer
 
     same = started_key(cell) == cell.key
-    resume = same and (cell.dir / "checkpoints").is_dir() and any(
-        (p / "state.json").is_file() for p in (cell.dir / "checkpoints").glob("step-*"))
+    resume = same and RunDir(cell.config).latest_checkpoint() is not None
     if not same and read_history(cell.dir):
         echo(f"{head}: its settings changed since it ran; restarting it")
     t0 = time.monotonic()

@@ -103,23 +103,23 @@ class ProVer(GRPO):
         if jobs and ctx.judge is None:
             raise ConfigError("credit 'prover' has no judge in its context: set judge.name (e.g. judge.name=contrast)")
         results = ctx.judge.propose_all([req for _, req in jobs]) if jobs else []
-        usage, valid, dropped, checked, why = JudgeUsage(), [], 0, [], {}
+        usage, valid, dropped, checked = JudgeUsage(), [], 0, []
         for (gi, req), res in zip(jobs, results):
             usage.add(res.usage)
             if res.proposal is not None:
-                why[gi] = res.proposal.rationale
-                problem = validate_segment(req, res.proposal.segment)
+                seg, why = res.proposal.segment, res.proposal.rationale
+                problem = validate_segment(req, seg)
                 if problem is None:
-                    valid.append((gi, req, res.proposal.segment))
+                    valid.append((gi, req, seg, why))
                 else:
                     dropped += 1
-                    checked.append(CheckedSegment(gi, res.proposal.segment, None, False, problem, why[gi]))
+                    checked.append(CheckedSegment(gi, seg, None, False, problem, why))
         branches = [BranchRequest(req.success, turn, cfg.samples)
-                    for _, req, seg in valid for turn in (seg.start_turn, seg.end_turn + 1)]
+                    for _, req, seg, _ in valid for turn in (seg.start_turn, seg.end_turn + 1)]
         outcomes = ctx.brancher.continue_from(branches, seed=seed) if branches else []
         deltas = [outcomes[2 * k + 1].value - outcomes[2 * k].value for k in range(len(valid))]
-        for (gi, req, seg), delta in zip(valid, deltas):
-            checked.append(CheckedSegment(gi, seg, float(delta), bool(delta > 0), "", why[gi]))
+        for (gi, req, seg, why), delta in zip(valid, deltas):
+            checked.append(CheckedSegment(gi, seg, float(delta), bool(delta > 0), "", why))
             if delta > 0:
                 per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * delta * unit
         metrics = {
@@ -135,6 +135,6 @@ class ProVer(GRPO):
         }
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
-            metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for *_, s in valid]))
+            metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _ in valid]))
             metrics["credit/delta"] = float(np.mean(deltas))
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics, segments=checked)

@@ -30,14 +30,13 @@ A server that is down, too slow or answers nonsense is an ``EngineError`` line n
 from __future__ import annotations
 
 import hashlib
-import os
-import time
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from prover.distributed import process_rank, world_size
 from prover.engines.hf import load_tokenizer, stop_ids
 from prover.engines.sglang_http import ServerClient, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
@@ -219,28 +218,22 @@ class SGLangEngine:
         self.router = PrefixRouter(len(self.servers), cfg.affinity_tokens)
         self.syncer = (DistributedSync if cfg.sync == "distributed" else DiskSync)(self.servers, cfg)
         self.counts = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0}
-        self.last_sync_s = 0.0
         # under `accelerate launch` every process rolls out through the servers, the main one alone
-        # loads and pushes weights
-        self.rank, self.world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+        # loads and pushes weights (the trainer waits for it before any process samples)
+        self.rank, self.world = process_rank(), world_size()
         # SGLang's /health generates one token within 20 s; a shorter wait than a batch's catches a wrong host
         health_s = min(cfg.timeout_s, 60.0)
         together([lambda s=s: s.get("/health", health_s, expect_json=False) for s in self.servers])
         if cfg.load_on_start and self.rank == 0:
             self.syncer.load_folder(model_path)
-        if self.world > 1:  # no process samples before the servers hold the starting policy
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized():
-                dist.barrier()
 
     @classmethod
     def validate_kwargs(cls, kwargs: dict[str, Any]) -> SGLangSettings:
         """The settings, or a one-line ConfigError naming the bad or unknown ``engine.kwargs`` field."""
         from prover.config import parse_plugin_config
 
-        settings = parse_plugin_config(SGLangSettings, dict(kwargs), "engine.kwargs", "sglang")
-        return settings  # type: ignore[return-value]
+        settings: Any = parse_plugin_config(SGLangSettings, dict(kwargs), "engine.kwargs", "sglang")
+        return settings
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], params: SamplingParams,
@@ -328,14 +321,12 @@ class SGLangEngine:
         """Push the learner's weights to every server. Across processes, every one must call it (FSDP and
         ZeRO-3 gather the full weights from all of them); the main one pushes, and the caller waits for it
         before sampling again."""
-        t0 = time.perf_counter()
         state = learner.policy_state_dict() if self.world > 1 else None
         if self.rank == 0:
             self.syncer.push(learner, state)
             if self.config.check_weights:
                 check_weights(self.servers, state or learner.policy_state_dict(), self.config.sync_timeout_s)
         self.router.reset()  # every cache was flushed
-        self.last_sync_s = time.perf_counter() - t0
 
     def take_counts(self) -> dict[str, float]:
         """Generation counts since the last call (one training step): requests, prompt tokens and the

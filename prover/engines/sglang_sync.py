@@ -64,10 +64,7 @@ class DiskSync:
         self.version += 1
         folder = self.root / f"v{self.version}"
         shutil.rmtree(folder, ignore_errors=True)
-        if state is None:
-            learner.save_pretrained(folder)
-        else:
-            learner.save_pretrained(folder, state_dict=state)
+        learner.save_pretrained(folder, state)  # None: the learner's own (unsharded) weights
         self.load_folder(folder)
         for old in self.root.glob("v*"):  # the servers hold the new weights in memory now
             if old != folder:
