@@ -173,7 +173,14 @@ class Serve:
         self.proc = subprocess.Popen([sys.executable, "-m", "prover.cli", "serve", *argv], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            for line in self.proc.stdout:
+                self.lines.put(line)
+        except ValueError:  # the test closed the pipe (communicate) while this thread was reading
+            pass
 
     def wait_for(self, text: str, timeout: float = 120) -> list[str]:
         seen, deadline = [], time.monotonic() + timeout
