@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +24,18 @@ def _fields_epilog() -> str:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from prover.config import load_config
+    """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
+    own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
+    from prover.config import load_config, parse_override
 
-    path = args.config
-    run_cfg = Path(args.run_dir) / "config.yaml" if getattr(args, "run_dir", None) else None
-    if path is None and getattr(args, "resume", False) and run_cfg is not None and run_cfg.is_file():
-        path = run_cfg  # resuming a run continues its own config
-    cfg = load_config(path, list(args.overrides))
+    path, overrides = args.config, list(args.overrides)
+    named = [v for k, v in map(parse_override, overrides) if k == "run.dir"]
+    run_dir = getattr(args, "run_dir", None) or (str(named[-1]) if named else None)
+    run_cfg = Path(run_dir) / "config.yaml" if run_dir else None
+    continues = getattr(args, "resume", False) or args.command == "eval"
+    if path is None and continues and run_cfg is not None and run_cfg.is_file():
+        path = run_cfg  # resuming or scoring a run uses its own config
+    cfg = load_config(path, overrides)
     if getattr(args, "run_dir", None):
         cfg.run.dir = str(args.run_dir)  # a folder name, never read as YAML ("2024" stays a string)
     return cfg
@@ -62,17 +69,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.registry import ENGINES
     from prover.rollout import Rollout
     from prover.run import RunDir
+    from prover.seeding import eval_seed
     from prover.trainer import batch_metrics
     from prover.types import SamplingParams
 
     cfg = _config(args)
-    model = args.model or RunDir(cfg).require_checkpoint()
+    model = args.model or RunDir(cfg).require_checkpoint("prover eval")
     engine = ENGINES.get(cfg.engine.name)(str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
     s = cfg.rollout.sampling
     rollout = Rollout(lambda: make_env(cfg.env.name, **cfg.env.kwargs), engine, max_turns=cfg.rollout.max_turns,
                       sampling=SamplingParams(s.max_new_tokens, cfg.eval.temperature, s.top_p, s.top_k),
                       history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs)
-    batch = rollout.run(list(range(cfg.eval.episodes)), 1, split=cfg.eval.split, seed=cfg.seed + 99991)
+    batch = rollout.run(list(range(cfg.eval.episodes)), 1, split=cfg.eval.split, seed=eval_seed(cfg))
     m = batch_metrics(batch)
     print(f"{model}: success {m['rollout/success']:.3f} on {cfg.eval.episodes} {cfg.eval.split!r} episodes "
           f"of {cfg.env.name} (mean turns {m['rollout/turns']:.1f})")
@@ -93,6 +101,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         for e in entries:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
             print(f"  {e.name:<22} {e.origin:<40} {target}")
+            if kind == "judges":  # what a judge reads (hidden state or not) matters to a comparison
+                summary = " ".join((inspect.getdoc(e.load()) or "").split("\n\n")[0].split())
+                if summary:
+                    print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.errors import ConfigError
+from prover.errors import ConfigError, ContractError
 
 
 class Section(BaseModel):
@@ -141,6 +141,13 @@ class RunConfig(Section):
     save_groups: int = Field(2, ge=0, description="Rollout groups per step kept as text in groups.jsonl for "
                              "`prover view` (those with a judge's proposal first); 0 keeps none.")
 
+    @field_validator("dir")
+    @classmethod
+    def _named_folder(cls, v: str) -> str:
+        if not v.strip():  # an empty name would mean the current folder, whose files a fresh run moves aside
+            raise ValueError("run.dir is empty; name the run's folder, e.g. run.dir=runs/my-run")
+        return v
+
 
 class TrainConfig(Section):
     seed: int = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus.")
@@ -261,7 +268,12 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     import prover.judges  # noqa: F401  (registers the built-in judges)
     from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
-    ENVS.get(cfg.env.name)
+    from prover.envs.base import TextEnv
+
+    env_cls = ENVS.get(cfg.env.name)
+    if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
+        raise ContractError(f"env {cfg.env.name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
+                            "prover.envs.TextEnv subclass")
     engine = ENGINES.get(cfg.engine.name)
     if hasattr(engine, "validate_kwargs"):  # a typo in engine.kwargs fails now, not after the warm start
         engine.validate_kwargs(cfg.engine.kwargs)
@@ -307,7 +319,16 @@ def _plugin_fields(prefix: str, kind: str) -> list[tuple[str, str, str]]:
 
 
 def dump_config(cfg: TrainConfig) -> str:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The resolved config as YAML, then what the credit method derives from it (e.g. its effective win
+    range) as comments: a reader sees them, loading the file ignores them."""
+    from prover.registry import CREDIT
+
+    text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    derived = CREDIT.get(cfg.credit.name).derived_settings(cfg)
+    if derived:
+        text += "# derived by the credit method, for the reader (ignored on load):\n"
+        text += "".join(f"#   {k}: {v}\n" for k, v in derived.items())
+    return text
 
 
 def parse_plugin_config(model: type[BaseModel], extra: dict[str, Any], section: str, owner: str) -> BaseModel:

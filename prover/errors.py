@@ -38,6 +38,10 @@ class ConfigError(ProverError):
     """A config file or override is malformed, mistyped or names an unknown value."""
 
 
+class RunFolderError(ProverError):
+    """A run folder is held by another process, or cannot be created or written."""
+
+
 class CheckpointError(ProverError):
     """A checkpoint or model folder is missing or unreadable."""
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
+from prover.seeding import derive_seed
 from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
 
@@ -69,21 +70,24 @@ class Rollout:
             self._pool.append(self.make_env())
         return self._pool[:n]
 
-    def run(self, task_seeds: list[int], group_size: int, *, split: str = "train", seed: int = 0,
+    def run(self, task_seeds: list[int], group_size: int | list[int], *, split: str = "train", seed: int = 0,
             record_snapshots: bool = False, sampling: SamplingParams | None = None,
             on_turn: Callable[[int, int], None] | None = None) -> Batch:
-        """Play ``group_size`` episodes of every task; returns them as groups, in task order."""
+        """Play ``group_size`` episodes of every task (or ``group_size[i]`` of task i); returns them as
+        groups, in task order."""
+        sizes = group_size if isinstance(group_size, list) else [group_size] * len(task_seeds)
+        members = [(s, g) for s, n in zip(task_seeds, sizes) for g in range(n)]
         episodes = []
-        for env, (task_seed, g) in zip(self._envs(len(task_seeds) * group_size),
-                                       [(s, g) for s in task_seeds for g in range(group_size)]):
+        for env, (task_seed, g) in zip(self._envs(len(members)), members):
             obs, info = env.reset(seed=task_seed, options={"split": split})
             task_id = f"{split}/{task_seed}"
             traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)),
                               gold=env.gold())
             episodes.append(_Episode(env, traj, obs, info))
         self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
-        groups = [Group(f"{split}/{s}", [e.traj for e in episodes[i * group_size:(i + 1) * group_size]])
-                  for i, s in enumerate(task_seeds)]
+        ends = list(itertools.accumulate(sizes))
+        groups = [Group(f"{split}/{s}", [e.traj for e in episodes[end - n:end]])
+                  for s, n, end in zip(task_seeds, sizes, ends)]
         return Batch(groups)
 
     def continue_from(self, starts: list[tuple[Trajectory, int]], *, seed: int = 0,
@@ -140,7 +144,7 @@ class Rollout:
             prompts = [encode_prompt(tok, spec.render(e.traj.task_text, e.obs, e.info.get("admissible_actions"),
                                                       e.history, len(e.history)), self.chat_kwargs)
                        for spec, e in zip(specs, live)]
-            gens = self.engine.generate(prompts, sampling, seed=seed * 7919 + turn)
+            gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn"))
             for spec, e, prompt, gen in zip(specs, live, prompts, gens):
                 text_ids = gen.token_ids[:-1] if gen.finish_reason == "stop" else gen.token_ids
                 text = tok.decode(text_ids, skip_special_tokens=False)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from prover.config import TrainConfig, dump_config
-from prover.errors import CheckpointError
+from prover.errors import CheckpointError, RunFolderError
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -39,6 +40,40 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class RunLock:
+    """One writer per run folder: an exclusive ``flock`` on ``<run.dir>/.lock``, which holds the writer's
+    PID. The kernel drops the lock when its process dies, however it dies, so a killed run's lock is
+    simply taken by the next start; the stale PID in the file is then overwritten."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / ".lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderError(f"run folder {str(self.path.parent)!r} is in use by process {holder} (another "
+                                 "prover train); wait for it to end, or choose another run.dir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
 class RunDir:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
@@ -47,13 +82,30 @@ class RunDir:
         self.groups_path = self.path / "groups.jsonl"
         self.ckpt_root = self.path / "checkpoints"
 
-    def start(self, fresh: bool) -> None:
+    def start(self, fresh: bool) -> Path | None:
+        """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
+        returns where it went. The warm-start cache in models/ stays: a new run may reuse it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        if fresh:  # a new run in an old folder starts a new history
-            self.metrics_path.unlink(missing_ok=True)
-            self.groups_path.unlink(missing_ok=True)
-            shutil.rmtree(self.ckpt_root, ignore_errors=True)
+        moved = self.move_old_run_aside() if fresh else None
         write_atomic(self.path / "config.yaml", dump_config(self.cfg))
+        return moved
+
+    def move_old_run_aside(self) -> Path | None:
+        """metrics.jsonl, groups.jsonl, config.yaml and checkpoints/ of an earlier run into
+        ``<run.dir>.old-<UTC time>``; None when the folder holds no earlier history."""
+        history = [self.metrics_path, self.groups_path, self.ckpt_root]
+        if not any(p.exists() for p in history):
+            return None
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.old-{stamp}")
+        n = 1
+        while aside.exists():  # two fresh starts within one second
+            aside, n = self.path.with_name(f"{self.path.name}.old-{stamp}-{n}"), n + 1
+        aside.mkdir(parents=True)
+        for p in [*history, self.path / "config.yaml"]:
+            if p.exists():
+                os.rename(p, aside / p.name)
+        return aside
 
     def model_dir(self, name: str) -> Path:
         return self.path / "models" / name
@@ -101,11 +153,12 @@ class RunDir:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
-    def require_checkpoint(self) -> Path:
+    def require_checkpoint(self, command: str = "--resume") -> Path:
         ckpt = self.latest_checkpoint()
         if ckpt is None:
-            raise CheckpointError(f"--resume: no checkpoint in {str(self.ckpt_root)!r}; "
-                                  "start the run without --resume")
+            fix = "start the run without --resume" if command == "--resume" else \
+                "train the run first, or give a model folder with --model"
+            raise CheckpointError(f"{command}: no checkpoint in {str(self.ckpt_root)!r}; {fix}")
         return ckpt
 
 

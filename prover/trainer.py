@@ -25,8 +25,10 @@ from prover.judges import make_judge
 from prover.progress import Reporter
 from prover.registry import ENGINES
 from prover.rollout import Rollout
-from prover.run import RunDir, load_checkpoint_state
+from prover.preflight import preflight
+from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
+from prover.seeding import derive_seed, eval_seed
 from prover.types import Batch, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
@@ -47,7 +49,8 @@ class Phases:
 
 def task_seeds(cfg: TrainConfig, step: int) -> list[int]:
     """The train tasks of one step: a pure function of (seed, step), so a resumed step repeats exactly."""
-    return random.Random(f"{cfg.seed}/{step}").sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
+    rng = random.Random(derive_seed(cfg.seed, step, "tasks"))
+    return rng.sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
 
 
 def batch_metrics(batch: Batch) -> dict[str, float]:
@@ -75,20 +78,33 @@ class Trainer:
     """Builds the parts from a config and runs the loop. ``Trainer(cfg).train()``."""
 
     def __init__(self, cfg: TrainConfig, resume: bool = False, reporter: Reporter | None = None) -> None:
-        from prover.policy import prepare_policy
-        from prover.learner import Learner
-
         self.cfg, self.resume = cfg, resume
         self.ranks = Ranks()  # one process, or one of several under `accelerate launch`
         self.ranks.check_config(cfg)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
+        self.judge = self.engine = None
+        preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
+        self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self._build(ckpt)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, ckpt: Any) -> None:
+        from prover.policy import prepare_policy
+        from prover.learner import Learner
+
+        cfg, resume = self.cfg, self.resume
         if self.ranks.is_main:  # only the main process writes the run folder
-            if not resume and self.run.metrics_path.is_file():
-                self.report.note(f"starting a new run in {self.run.path}: its old metrics and checkpoints "
-                                 "are replaced (use --resume to continue it instead)")
-            self.run.start(fresh=not resume)
+            moved = self.run.start(fresh=not resume)
+            if moved is not None:
+                self.report.note(f"starting a new run in {self.run.path}: the old run's metrics and checkpoints "
+                                 f"were moved to {moved} (use --resume to continue a run instead)")
         self.ranks.barrier()
         self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
         policy_dir = ckpt or prepare_policy(cfg, self.run, self.make_env, self.report)
@@ -118,7 +134,7 @@ class Trainer:
         params = SamplingParams(self.sampling.max_new_tokens, e.temperature, self.sampling.top_p, self.sampling.top_k)
         with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
             batch = self.rollout.run(self.ranks.share(list(range(e.episodes))), 1, split=e.split,
-                                     seed=self.cfg.seed + 99991, sampling=params, on_turn=lambda *_: tick())
+                                     seed=eval_seed(self.cfg), sampling=params, on_turn=lambda *_: tick())
         mine = [t.won for g in batch.groups for t in g.trajectories]
         won = [w for part in self.ranks.gather(mine) for w in part]
         record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)),
@@ -143,10 +159,15 @@ class Trainer:
         self.ranks.barrier()
 
     def close(self) -> None:
-        """Release what the judge and engine hold (servers, threads, a local model); ``train`` calls it."""
-        if self.judge is not None:
-            self.judge.close()
-        getattr(self.engine, "close", lambda: None)()  # e.g. the sglang engine's weight-update group
+        """Release what the judge and engine hold (servers, threads, a local model) and the run folder's
+        lock; ``train`` calls it, and so does a failed start."""
+        try:
+            if self.judge is not None:
+                self.judge.close()
+            getattr(self.engine, "close", lambda: None)()  # e.g. the sglang engine's weight-update group
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
     def train(self) -> dict[str, Any]:
         cfg, run, ranks = self.cfg, self.run, self.ranks
@@ -156,13 +177,14 @@ class Trainer:
         with self.report.steps(cfg.steps, start=self.start_step) as advance, contextlib.closing(self):
             for step in range(self.start_step + 1, cfg.steps + 1):
                 phases, self.ctx.step = Phases(), step
-                self.learner.rng.seed(f"{cfg.seed}/{step}/shuffle")
+                self.learner.rng.seed(derive_seed(cfg.seed, step, "shuffle"))
                 # 1. rollout: G episodes of each task (this process's share); snapshots if the method branches
-                group_size = self.credit.group_size(step, cfg.rollout.group_size)
-                tasks = ranks.share(task_seeds(cfg, step))
+                all_tasks = task_seeds(cfg, step)
+                sizes = ranks.share(self.credit.group_sizes(step, len(all_tasks), cfg.rollout.group_size))
+                tasks = ranks.share(all_tasks)
                 engine_counts(self.engine, "eval")  # drop what an evaluation generated
-                batch = phases.timed("rollout", self.rollout.run, tasks, group_size, split="train",
-                                     seed=cfg.seed * 1_000_003 + step,
+                batch = phases.timed("rollout", self.rollout.run, tasks, sizes, split="train",
+                                     seed=derive_seed(cfg.seed, step, "rollout"),
                                      record_snapshots=self.credit.needs_snapshots)
                 counts = engine_counts(self.engine, "rollout")
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)

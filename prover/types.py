@@ -210,14 +210,15 @@ class JudgeRequest:
 class JudgeUsage:
     """What asking a judge cost. Dollars are 0 for free or unpriced (local) models, never missing."""
 
-    calls: int = 0  # model requests (LLM judges); 0 for free judges
+    calls: int = 0  # paid model requests (LLM judges); 0 for free judges; cached replies are not in it
     prompt_tokens: int = 0
     completion_tokens: int = 0
     dollars: float = 0.0
     tool_calls: int = 0
     repairs: int = 0  # proposals sent back to the model because validation failed
     errors: int = 0  # failed requests (timeout, server error, unparseable answer)
-    cached: int = 0  # answers served from the response cache
+    cached_calls: int = 0  # replies served from the response cache: nothing spent, no tokens counted
+    cached_dollars: float = 0.0  # what those cached replies cost when first paid (the cost without a cache)
 
     def add(self, other: "JudgeUsage") -> "JudgeUsage":
         for name in self.__dataclass_fields__:

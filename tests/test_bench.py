@@ -153,6 +153,35 @@ def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, 
     assert "settings changed since it ran; restarting it" in capsys.readouterr().out
 
 
+def test_budget_matched_cells_run_after_and_track_their_prover_cell(tiny_common, tmp_path, capsys):
+    prover = {"name": "prover+contrast", "overrides": {"credit.samples": 2}}
+    cfg = _write(tmp_path, tiny_common, methods=["budget-matched-grpo", prover], steps=2)
+    assert main(["bench", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    # the reference runs first although the matrix lists it second
+    assert out.index("prover+contrast · seed 0: training") < out.index("budget-matched-grpo · seed 0: training")
+    cells = tmp_path / "bench" / "cells" / "alfworld-sim"
+    used = yaml.safe_load((cells / "budget-matched-grpo" / "seed-0" / "config.yaml").read_text())["credit"]
+    assert used["budget_from"] == str(cells / "prover+contrast" / "seed-0" / "metrics.jsonl")
+    train = [json.loads(ln) for ln in (cells / "budget-matched-grpo" / "seed-0" / "metrics.jsonl").read_text().splitlines()
+             if json.loads(ln)["phase"] == "train"]
+    assert all(r["rollout/group_size"] >= 3 for r in train)  # never below the configured G (3 here)
+    md = (tmp_path / "bench" / "results.md").read_text()
+    assert "'budget-matched-grpo' matches the generated tokens of 'prover+contrast'" in md
+    assert "budget-matched-grpo matches prover+contrast's generated tokens" in md and "(prover+contrast) |" in md
+    assert "- GRPO base of every GRPO-based method: norm=mean (centre only): budget-matched-grpo, prover+contrast." in md
+    assert "hidden state (Turn.state_key), which neither the agent nor an LLM judge sees: prover+contrast." in md
+
+
+def test_a_budget_reference_must_be_a_method_of_the_matrix(tmp_path):
+    bad = [{"name": "budget-matched-grpo", "match_budget_of": "prover+randum"}, "prover+random"]
+    with pytest.raises(ConfigError, match="match_budget_of 'prover\\+randum' is not another method"):
+        plan(BenchConfig(dir=str(tmp_path), envs=["alfworld-sim"], seeds=[0], methods=bad))
+    # a method that names its own budget is not matched
+    own = [{"name": "budget-matched-grpo", "overrides": {"credit.overhead": 0.5}}, "prover+random"]
+    assert plan(BenchConfig(dir=str(tmp_path), envs=["alfworld-sim"], seeds=[0], methods=own)).budget_refs == {}
+
+
 # -- the tables' numbers -----------------------------------------------------------------------------------
 
 def _cell(method: str, env: str, seed: int, success: float, train: list[dict] = ()) -> CellResult:
@@ -200,12 +229,27 @@ def test_table_numbers_from_hand_written_metrics(tmp_path):
     md = markdown_tables(results, methods, ["prover+x"], envs)
     assert "| grpo | 50.0 ± 14.1 | 50.0 ± 42.4 | 50.0 ± 28.3 |" in md
     assert "| prover+x | 50.0 | – | – |" in md
-    assert "| prover+x | alf | 220 | 200 | 20 | 67 | 1.33 | 2.0 |" in md
+    # x grpo: prover seed 0 generated 120 + 340 + 200 = 660 in all, grpo seed 0 100 + 300 = 400 -> 1.650
+    assert "| prover+x | alf | 220 | 1.650 | – | 200 | 20 | 67 | 1.33 | 0.00 | 2.0 |" in md
     assert "| prover+x | 50.0 | – | – | 3 | 2 | 66.7 | 2.00 | +0.200 |" in md
     write_csvs(results, methods, ["prover+x"], envs, tmp_path)
     rows = list(csv.DictReader((tmp_path / "table3.csv").open()))
     assert [(r["method"], r["env"]) for r in rows] == [("prover+x", "alf"), ("prover+x", "ws"), ("prover+x", "all")]
     assert float(rows[2]["acceptance"]) == pytest.approx(2 / 3) and rows[1]["valid"] == "0.0"
+
+
+def test_budget_matched_ratio_pairs_cells_by_seed():
+    results = [_cell("prover+x", "alf", 0, 0.5, [{"cost/rollout_tokens": 100, "cost/branch_tokens": 20},
+                                                 {"cost/rollout_tokens": 300, "cost/branch_tokens": 40}]),
+               _cell("prover+x", "alf", 1, 0.5, [{"cost/rollout_tokens": 200, "cost/branch_tokens": 50}]),
+               _cell("bm", "alf", 0, 0.5, [{"cost/rollout_tokens": 230}, {"cost/rollout_tokens": 200}]),
+               _cell("bm", "alf", 1, 0.5, [{"cost/rollout_tokens": 275}])]
+    [row] = [r for r in table2(results, ["prover+x", "bm"], ["alf"], {"bm": "prover+x"}) if r["method"] == "bm"]
+    # seed 0: 430 / 460; seed 1: 275 / 250 -> mean (0.934783 + 1.1) / 2 = 1.017391
+    assert row["matched_to"] == "prover+x"
+    assert row["vs_matched"] == pytest.approx((430 / 460 + 275 / 250) / 2)
+    md = markdown_tables(results, ["prover+x", "bm"], [], ["alf"], {"bm": "prover+x"})
+    assert "| bm | alf | 245 | – | 1.017 (prover+x) |" in md  # per step: ((230 + 200) / 2 + 275) / 2 = 245
 
 
 def test_bench_config_errors_are_one_line(tmp_path):

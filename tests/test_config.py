@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from prover.envs import TextEnv
 from prover.config import (CreditConfig, JudgeConfig, TrainConfig, field_help, load_config, parse_override)
 from prover.credit.grpo import GRPOConfig
 from prover.errors import ConfigError, NameNotFound, ProverError
@@ -153,8 +154,9 @@ def test_unknown_env_lists_known_names_and_the_closest_match():
     assert isinstance(err.value, ProverError) and "\n" not in msg
 
 
-class RecipeEnv:
-    """Stands in for an env class: load_config reads its ``train_recipe`` (and the credit method its flag)."""
+class RecipeEnv(TextEnv):
+    """Stands in for an env class (never built): load_config reads its ``train_recipe`` (and the credit method
+    its flag)."""
 
     can_snapshot = True
 

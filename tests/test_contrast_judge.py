@@ -1,6 +1,8 @@
 """The contrast judge on hand-built groups whose answer is known by construction, and, over random
 groups, that every proposal is valid, at most L turns, deterministic, and ends where the success
-breaks away from the failed runs (the definition in prover/judges/contrast.py)."""
+breaks away from the failed runs (the definition in prover/judges/contrast.py). Then text-contrast:
+the same rule aligned by observation text, which parts from contrast where states and texts do not
+match one to one, agrees with it where they do, and never reads state_key."""
 
 from __future__ import annotations
 
@@ -138,3 +140,94 @@ def test_random_groups_give_valid_deterministic_break_away_windows(success_steps
         visited |= {keys[t + 1] for t in range(len(keys) - 1) if (keys[t], s.turns[t].action) in last_moves}
         # the window ends at the last turn that starts from a state a failed run stood in
         assert keys[seg.end_turn] in visited and not visited & set(keys[seg.end_turn + 1:])
+
+
+# -- text-contrast: the same rule, aligned by what the agent saw ------------------------------------
+
+def seen(name: str, steps: list[tuple[object, str, str]], won: bool = False) -> Trajectory:
+    """``steps``: (state_key, observation text, action) per turn; the text need not follow the state."""
+    turns = [Turn(prompt_ids=[t], completion_ids=[1, 2], logprobs=[-0.1, -0.1], observation=text,
+                  completion_text=action, action=action, format_valid=True, action_valid=True,
+                  reward=1.0 if won and t == len(steps) - 1 else 0.0, state_key=state)
+             for t, (state, text, action) in enumerate(steps)]
+    return Trajectory(name, "task", "put a mug in the sink", turns=turns, won=won)
+
+
+def ask_named(name: str, success: Trajectory, *failures: Trajectory) -> Segment | None:
+    from prover.registry import JUDGES
+
+    request = JudgeRequest(Group("task", [success, *failures]), target=0, max_turns=4)
+    result = JUDGES.get(name)().propose(request)
+    return result.proposal.segment if result.proposal else None
+
+
+# F: at A (text "kitchen") it went to the counter, reached B ("Nothing happens."), opened a drawer there
+F_TEXT = seen("F", [("A", "kitchen", "go to counter 1"), ("B", "Nothing happens.", "open drawer 1"),
+                    ("C", "drawer open", "look")])
+
+
+def test_two_states_behind_one_text_split_contrast_from_text_contrast():
+    # S's turn 1 is in state Q, which no failed run stood in, but it shows F's text at B.
+    # state: aligned turns {0}; S's "go to shelf 1" at A is new -> d = e = 0 -> [0, 0].
+    # text: aligned {0, 1}; "take mug" after "nothing happens." is new (F opened a drawer) -> [1, 1].
+    s = seen("S", [("A", "kitchen", "go to shelf 1"), ("Q", "Nothing happens.", "take mug"),
+                   ("D", "you hold a mug", "go to sink"), ("E", "at the sink", "put mug in sink")], True)
+    assert ask_named("contrast", s, F_TEXT) == Segment("S", 0, 0)
+    assert ask_named("text-contrast", s, F_TEXT) == Segment("S", 1, 1)
+
+
+def test_one_state_behind_two_texts_splits_them_the_other_way():
+    # S stands in B like F, but is shown another text there.
+    # state: aligned {0, 1}; turn 0 repeats F, "take mug" at B is new -> [1, 1].
+    # text: aligned {0} only; turn 0 is no divergence, so the window is the break-away turn alone -> [0, 0].
+    s = seen("S", [("A", "kitchen", "go to counter 1"), ("B", "You see a drawer 1.", "take mug"),
+                   ("D", "you hold a mug", "go to sink"), ("E", "at the sink", "put mug in sink")], True)
+    assert ask_named("contrast", s, F_TEXT) == Segment("S", 1, 1)
+    assert ask_named("text-contrast", s, F_TEXT) == Segment("S", 0, 0)
+
+
+class Untouchable:
+    """A state key that fails every use but being stored: hashing, comparing, printing, truth."""
+
+    def _read(self, *args):
+        raise AssertionError("state_key was read")
+
+    __hash__ = __eq__ = __ne__ = __repr__ = __str__ = __bool__ = _read
+
+
+def test_text_contrast_never_reads_state_key():
+    steps_f = [(Untouchable(), text, action) for _, text, action in
+               [("A", "kitchen", "go to counter 1"), ("B", "Nothing happens.", "open drawer 1"), ("C", "x", "look")]]
+    steps_s = [(Untouchable(), text, action) for _, text, action in
+               [("A", "kitchen", "go to shelf 1"), ("Q", "Nothing happens.", "take mug"),
+                ("D", "you hold a mug", "go to sink"), ("E", "at the sink", "put mug in sink")]]
+    s, f = seen("S", steps_s, True), seen("F", steps_f)
+    assert ask_named("text-contrast", s, f) == Segment("S", 1, 1)  # as in the two-states case above
+    with pytest.raises(AssertionError, match="state_key was read"):  # the sentinel does catch a reader
+        ask_named("contrast", s, f)
+
+
+def test_text_contrast_from_config_and_its_align_is_fixed():
+    from prover.registry import JUDGES
+
+    judge = make_judge(load_config(None, ["judge.name=text-contrast"]))
+    assert isinstance(judge, JUDGES.get("text-contrast")) and judge.config.align == "text"
+    assert make_judge(load_config(None, ["judge.name=contrast", "judge.align=text"])).config.align == "text"
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["judge.name=text-contrast", "judge.align=state"])
+    assert "judge.align" in str(err.value) and "\n" not in str(err.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(STEP, min_size=1, max_size=8), st.lists(st.lists(STEP, max_size=8), min_size=1, max_size=4),
+       st.integers(1, 4))
+def test_text_contrast_agrees_with_contrast_when_each_state_has_its_own_text(success_steps, failed_steps,
+                                                                            max_turns):
+    # traj() shows str(state) as the observation: text and state identify each other one to one
+    s = traj("S", [("A", a, v) for _, a, v in success_steps[:1]] + success_steps[1:], True)
+    failures = [traj(f"F{j}", [("A", a, v) for _, a, v in steps[:1]] + steps[1:])
+                for j, steps in enumerate(failed_steps)]
+    request = JudgeRequest(Group("task", [s, *failures]), target=0, max_turns=max_turns)
+    from prover.registry import JUDGES
+
+    assert JUDGES.get("text-contrast")().propose(request) == ContrastJudge().propose(request)

@@ -48,7 +48,7 @@ def test_worked_example_by_hand(server, make_batch, train_cfg):
     batch = make_batch([[(True, 3, None), (False, 2, None), (False, 2, None)]])
     server.push(*[labels_by_trajectory({"g0-t0": ["Good", "bad", "GOOD"], "g0-t1": ["Bad", "Bad"],
                                         "g0-t2": ["Good", "Bad"]})] * 3)
-    adv = method_for(server).assign(batch, CreditContext(config=train_cfg))
+    adv = method_for(server, norm="std").assign(batch, CreditContext(config=train_cfg))
     a_win, a_lose = 2 / np.sqrt(3), -1 / np.sqrt(3)
     # A = 0.25 * 1[Good]/#Good + 0.75 * A^GRPO; the winner's two Good turns get 1/2 each, t2's one Good gets 1.
     expected = [[0.25 * 0.5 + 0.75 * a_win, 0.75 * a_win, 0.25 * 0.5 + 0.75 * a_win],
@@ -90,7 +90,7 @@ def test_a_repair_can_save_the_group(server, make_batch, train_cfg):
     batch = make_batch([[(True, 2, None), (False, 1, None)]])
     server.push(text_reply('{"labels": ["Good"]}'), text_reply('{"labels": ["Good", "Good"]}'),  # g0-t0, repaired
                 text_reply('{"labels": ["Bad"]}'))  # g0-t1
-    method = method_for(server)
+    method = method_for(server, norm="std")
     method.config.critic.max_repairs = 1
     method.config.critic.concurrency = 1  # the script is consumed in trajectory order
     adv = method.assign(batch, CreditContext(config=train_cfg))
@@ -147,3 +147,16 @@ def test_mock_response_critic(make_batch, train_cfg):
     assert np.allclose(adv.values[0][0][1], 0.25 + 0.75 * grpo.values[0][0][1], atol=1e-5)
     assert np.allclose(adv.values[0][1][0], 0.75 * grpo.values[0][1][0], atol=1e-5)
     assert adv.metrics["cost/judge_dollars"] > 0
+
+
+def test_the_outcome_term_defaults_to_the_shared_grpo_base(make_batch, train_cfg):
+    # no override: the GRPO part centres only (norm=mean), as grpo, budget-matched-grpo and prover do.
+    # 2 wins of 4 is outside the eligible range (1-3 of 8 -> 1-1 of 4), so no critic is asked and the
+    # group keeps plain GRPO: R = [10, 10, 0, 0], mean 5 -> [5, 5, -5, -5]
+    # (norm=std would give +-5 / (10 / sqrt(3)) = +-0.866: unbiased std sqrt(4 * 25 / 3))
+    batch = make_batch([[(True, 2, None), (True, 1, None), (False, 2, None), (False, 1, None)]])
+    ctx = CreditContext(config=train_cfg)
+    adv = CriticSearch(CriticSearchConfig()).assign(batch, ctx)
+    assert adv.metrics["credit/critic_calls"] == 0.0
+    assert [float(t[0]) for t in adv.flat()] == pytest.approx([5, 5, 5, -5, -5, -5])
+    assert all(np.array_equal(a, b) for a, b in zip(adv.flat(), GRPO().assign(batch, ctx).flat()))

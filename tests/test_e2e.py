@@ -133,14 +133,19 @@ def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path
     assert len(train) == 1 and all(math.isfinite(v) for v in train[0].values() if isinstance(v, float))
     branches = prover.registry.CREDIT.get(method).needs_snapshots
     assert (train[0]["cost/branch_tokens"] > 0) == branches  # only branching methods spend continuations
-    group_size = prover.registry.CREDIT.get(method).from_train_config(cfg).group_size(1, cfg.rollout.group_size)
-    assert train[0]["rollout/group_size"] == group_size
+    method_obj = prover.registry.CREDIT.get(method).from_train_config(cfg)
+    sizes = method_obj.group_sizes(1, cfg.rollout.groups_per_step, cfg.rollout.group_size)
+    assert train[0]["rollout/group_size"] == sum(sizes) / len(sizes)
 
 
 class ClosingRandomJudge(RandomJudge):
-    """The random judge, counting how often the trainer closes it."""
+    """The random judge, counting how often it is built and closed."""
 
-    closed = 0
+    built = closed = 0
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        type(self).built += 1
 
     def close(self) -> None:
         type(self).closed += 1
@@ -161,7 +166,8 @@ def test_prover_trains_with_each_judge(judge, tiny_run_overrides, tmp_path):
     finally:
         prover.registry.JUDGES.unregister("random-closing-test")
     if judge == "random":
-        assert ClosingRandomJudge.closed == 1
+        # one judge built and closed by the checks before the run folder is touched, one by the trainer
+        assert ClosingRandomJudge.built == ClosingRandomJudge.closed == 2
     [train] = [r for r in _history(tmp_path / "run") if r["phase"] == "train"]
     assert all(math.isfinite(v) for v in train.values() if isinstance(v, float))
     assert train["credit/eligible_groups"] >= train["credit/proposals"] >= train["credit/valid_proposals"] \

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -83,3 +85,37 @@ def test_finite_and_exact_zeros_where_defined(spec, mode):
     assert all(np.isfinite(values))
     if len({w for w, _ in spec}) == 1 and all(not w for w, _ in spec):
         assert values == [0.0] * len(values)  # all failed: no episode signal and zero returns
+
+
+def test_similarity_compares_the_new_observation_with_the_representative():
+    # difflib's ratio is not symmetric. verl-agent's build_step_group calls are_similar(obs, rep), i.e.
+    # SequenceMatcher(None, new observation, cluster representative).ratio() >= thresh.
+    # Both strings have 73 characters; ratio = 2 * matched / 146:
+    #   ratio(new, rep) = 2 * 51 / 146 = 0.69863   ratio(rep, new) = 2 * 48 / 146 = 0.65753
+    rep = "On the countertop 1, you see a mug 1, a knife 2, a apple 3, and a bowl 1."
+    new = "On the countertop 1, you see a apple 3, a mug 1, a bowl 1, and a knife 2."
+    assert difflib.SequenceMatcher(None, new, rep).ratio() == pytest.approx(102 / 146)
+    assert difflib.SequenceMatcher(None, rep, new).ratio() == pytest.approx(96 / 146)
+    # thresh 0.68: rep first -> `new` is compared as ratio(new, rep) = 0.699 >= 0.68 and joins
+    assert anchor_groups([rep, new], 0.68) == [[0, 1]]
+    # `new` first -> `rep` is the newcomer: ratio(rep, new) = 0.658 < 0.68, a cluster of its own
+    assert anchor_groups([new, rep], 0.68) == [[0], [1]]
+
+
+def test_trajectory_statistics_use_the_unpenalised_trajectory_score(make_batch):
+    # scale 10, penalty 0.1; every turn has its own state (make_batch), so A^S = 0 and only A^E remains.
+    # A won, its FIRST turn format-invalid: rows [9.9, 10]; B lost, one valid turn: row [0].
+    # Statistics over R_i = 10 * won = [10, 0]: mean 5, unbiased std sqrt((5^2 + 5^2) / 1) = sqrt(50)
+    # = 7.07107.
+    # (The first turn's penalised score would give [9.9, 0]: mean 4.95.)
+    batch = make_batch([[(True, 2, [False, True]), (False, 1, None)]])
+    ctx = CreditContext(TrainConfig())
+    mean = GiGPO(GiGPOConfig(mode="mean_norm", episode_stats="trajectory")).assign(batch, ctx)
+    assert per_turn(mean) == pytest.approx([4.9, 5.0, -5.0])  # rows [9.9, 10, 0] - 5
+    std = GiGPO(GiGPOConfig(mode="mean_std_norm", episode_stats="trajectory")).assign(batch, ctx)
+    d = np.sqrt(50) + 1e-6
+    assert per_turn(std) == pytest.approx([4.9 / d, 5 / d, -5 / d])  # [0.69296, 0.70711, -0.70711]
+    # all lost, a later turn invalid: R = [0, 0] has no variance, so A^E is exactly 0 (not -0.1 / 1e-6)
+    lost = make_batch([[(False, 2, [True, False]), (False, 1, None)]])
+    zero = GiGPO(GiGPOConfig(mode="mean_std_norm", episode_stats="trajectory")).assign(lost, ctx)
+    assert per_turn(zero) == [0.0] * 3

@@ -86,6 +86,16 @@ def test_norm_mean_trajectory_stats_worked_example(make_batch, train_cfg):
     ]]
 
 
+def test_the_default_only_centres_one_win_of_four(make_batch, train_cfg):
+    # the shared GRPO base (grpo, budget-matched-grpo, prover, criticsearch) defaults to norm=mean
+    # (Prime-RL, the ProVer paper): R = 10 * won = [10, 0, 0, 0], mean 2.5 -> [7.5, -2.5, -2.5, -2.5]
+    # (verl's std division would give 7.5 / 5 = 1.5: unbiased std sqrt((7.5^2 + 3 * 2.5^2) / 3) = 5)
+    spec = [[(True, 1, None), (False, 1, None), (False, 1, None), (False, 1, None)]]
+    v = turn_values(GRPO().assign(make_batch(spec), CreditContext(config=train_cfg)))
+    assert train_cfg.reward.scale == 10
+    assert v == [[[approx(7.5)], [approx(-2.5)], [approx(-2.5)], [approx(-2.5)]]]
+
+
 def test_norm_std_step_stats_worked_example(make_batch, train_cfg):
     adv = assign(make_batch(MIXED), train_cfg, norm="std", stats="step")
     # the pool is every row of the group: [10, 9.9, -0.1, 0, 0, 0]
@@ -139,19 +149,47 @@ def test_reward_scale_and_penalty_come_from_the_run_config(make_batch, train_cfg
 # -- singleton groups -------------------------------------------------------------------------------
 
 def test_singleton_raw_keeps_the_raw_row_scores(make_batch, train_cfg):
+    # a group of one: one trajectory (stats=trajectory) or one row (stats=step)
     spec = [[(True, 2, [False, True])], [(False, 2, [True, False])]]
+    one_row = [[(True, 1, [False])], [(False, 1, [False])]]
     for norm in ("std", "mean"):
-        for stats in ("trajectory", "step"):
-            v = turn_values(assign(make_batch(spec), train_cfg, norm=norm, stats=stats, singleton="raw"))
-            assert v == [[[approx(9.9), approx(10.0)]], [[approx(0.0), approx(-0.1)]]], (norm, stats)
+        v = turn_values(assign(make_batch(spec), train_cfg, norm=norm, stats="trajectory", singleton="raw"))
+        assert v == [[[approx(9.9), approx(10.0)]], [[approx(0.0), approx(-0.1)]]], norm
+        v = turn_values(assign(make_batch(one_row), train_cfg, norm=norm, stats="step", singleton="raw"))
+        assert v == [[[approx(9.9)]], [[approx(-0.1)]]], norm
 
 
 def test_singleton_zero_gives_exact_zeros(make_batch, train_cfg):
     spec = [[(True, 2, [False, True])], [(False, 1, [False])]]
+    one_row = [[(True, 1, [False])], [(False, 1, [False])]]
     for norm in ("std", "mean"):
-        for stats in ("trajectory", "step"):
-            v = turn_values(assign(make_batch(spec), train_cfg, norm=norm, stats=stats, singleton="zero"))
-            assert v == [[[0.0, 0.0]], [[0.0]]], (norm, stats)
+        v = turn_values(assign(make_batch(spec), train_cfg, norm=norm, stats="trajectory", singleton="zero"))
+        assert v == [[[0.0, 0.0]], [[0.0]]], norm
+        v = turn_values(assign(make_batch(one_row), train_cfg, norm=norm, stats="step", singleton="zero"))
+        assert v == [[[0.0]], [[0.0]]], norm
+
+
+def test_step_stats_normalise_one_trajectory_among_its_own_rows(make_batch, train_cfg):
+    # verl-agent's compute_grpo_outcome_advantage (compute_mean_std_cross_steps=True) counts ROWS: a group of
+    # one trajectory with 3 turns is a pool of 3 rows, not a singleton.
+    # won, turn 1 format-invalid, scale 10, penalty 0.1: rows [10, 9.9, 10], mean 29.9 / 3 = 9.96667
+    # centred: [1/30, -2/30, 1/30] = [0.03333, -0.06667, 0.03333]
+    # unbiased var = ((1/30)^2 + (2/30)^2 + (1/30)^2) / 2 = (6/900) / 2 = 1/300, std = 1/sqrt(300) = 0.057735
+    # std version: (1/30) / (0.057735 + 1e-6) = 0.57734, (-2/30) / (0.057735 + 1e-6) = -1.15468
+    spec = [[(True, 3, [True, False, True])]]
+    for singleton in ("raw", "zero"):  # not a singleton: the switch does not apply
+        v = turn_values(assign(make_batch(spec), train_cfg, norm="mean", stats="step", singleton=singleton))
+        assert v == [[[approx(1 / 30), approx(-2 / 30), approx(1 / 30)]]]
+    d = 1 / np.sqrt(300) + EPS
+    v = turn_values(assign(make_batch(spec), train_cfg, norm="std", stats="step"))
+    assert v == [[[approx(1 / 30 / d), approx(-2 / 30 / d), approx(1 / 30 / d)]]]
+    assert v[0][0][0] == pytest.approx(0.57734, abs=1e-4) and v[0][0][1] == pytest.approx(-1.15468, abs=1e-4)
+    # and the converse: two trajectories but one row in all (the loser has no turn) is a singleton: raw 10
+    # (verl: mean 0, std 1) with singleton=raw, 0 with singleton=zero
+    spec = [[(True, 1, None), (False, 0, None)]]
+    v = turn_values(assign(make_batch(spec), train_cfg, norm="std", stats="step"))
+    assert v == [[[approx(10.0)], []]]
+    assert turn_values(assign(make_batch(spec), train_cfg, stats="step", singleton="zero")) == [[[0.0], []]]
 
 
 def test_singleton_setting_does_not_touch_larger_groups(make_batch, train_cfg):
@@ -232,7 +270,7 @@ def test_grpo_is_registered_and_built_from_the_run_config():
     method = GRPO.from_train_config(cfg)
     assert method.config == GRPOConfig(norm="mean", stats="step", singleton="zero", eps=1e-4)
     assert GRPO.from_train_config(TrainConfig()).config == GRPOConfig()
-    assert GRPOConfig() == GRPOConfig(norm="std", stats="trajectory", singleton="raw", eps=1e-6)
+    assert GRPOConfig() == GRPOConfig(norm="mean", stats="trajectory", singleton="raw", eps=1e-6)
 
 
 def test_unknown_method_field_is_a_config_error_naming_it():
@@ -311,6 +349,8 @@ def test_step_stats_rows_of_a_group_sum_to_zero(make_batch, spec, norm, penalty)
     adv = GRPO(GRPOConfig(norm=norm, stats="step")).assign(batch, CreditContext(config=cfg))
     for group in adv.values:
         rows = [float(a[0]) for traj in group for a in traj]
+        if len(rows) == 1:  # one row is a group of one under step stats: its raw score (verl)
+            continue
         assert sum(rows) == pytest.approx(0.0, abs=1e-4)
 
 
@@ -337,7 +377,8 @@ def test_advantages_are_finite_and_shaped_like_the_batch(make_batch, spec, metho
     for g, group in enumerate(batch.groups):
         trajs = group.trajectories
         flat = [a for traj in adv.values[g] for a in traj]
-        if len(trajs) == 1 and method["singleton"] == "zero":
+        pooled = len(trajs) if method["stats"] == "trajectory" else len(flat)  # trajectories or rows
+        if pooled == 1 and method["singleton"] == "zero":
             assert all(not np.any(a) for a in flat)
         if (len(trajs) > 1 and method["norm"] == "std" and method["stats"] == "trajectory"
                 and len({tr.won for tr in trajs}) == 1):

@@ -211,9 +211,26 @@ def test_the_response_cache_in_memory_and_on_disk(server, request_, tmp_path):
     judge = judge_for(server, cache=True, cache_dir=str(tmp_path / "cache"))
     first, second = judge.propose(request_), judge.propose(request_)
     assert first.proposal.segment == second.proposal.segment and len(server.requests) == 1
-    assert (second.usage.cached, second.usage.calls, second.usage.prompt_tokens) == (1, 0, 0)
+    assert (second.usage.cached_calls, second.usage.calls, second.usage.prompt_tokens) == (1, 0, 0)
     again = judge_for(server, cache=True, cache_dir=str(tmp_path / "cache")).propose(request_)  # a new process
-    assert again.proposal.segment == Segment("s", 1, 2) and again.usage.cached == 1 and len(server.requests) == 1
+    assert again.proposal.segment == Segment("s", 1, 2) and again.usage.cached_calls == 1
+    assert len(server.requests) == 1
+
+
+def test_a_cached_reply_counts_apart_with_what_it_first_cost(server, request_, tmp_path):
+    # priced by hand: the server reports 100 prompt and 10 completion tokens -> 100 * 0.001 + 10 * 0.002
+    price = {"input_cost_per_token": 0.001, "output_cost_per_token": 0.002}
+    server.push(tool_reply(("submit_segment", VALID)))
+    judge = judge_for(server, cache=True, cache_dir=str(tmp_path / "cache"), litellm_kwargs=price)
+    first, second = judge.propose(request_), judge.propose(request_)
+    assert len(server.requests) == 1  # the second, identical request never reached the server
+    u1, u2 = first.usage, second.usage
+    assert (u1.calls, u1.cached_calls, u1.cached_dollars) == (1, 0, 0.0) and u1.dollars == pytest.approx(0.12)
+    assert (u2.calls, u2.cached_calls, u2.dollars) == (0, 1, 0.0)  # paid: nothing
+    assert u2.cached_dollars == pytest.approx(u1.dollars)  # what it cost when it was paid
+    again = judge_for(server, cache=True, cache_dir=str(tmp_path / "cache"), litellm_kwargs=price).propose(request_)
+    assert (again.usage.cached_calls, again.usage.dollars) == (1, 0.0)  # the cost survives on disk too
+    assert again.usage.cached_dollars == pytest.approx(0.12) and len(server.requests) == 1
 
 
 def test_the_api_key_never_leaks(server, request_, tmp_path, monkeypatch, caplog):
@@ -334,3 +351,62 @@ def test_local_chat_renders_tools_through_a_template_that_supports_them(tiny_mod
     assert '<call>{"end_turn": 1}</call>' in text  # an object, not a JSON string inside JSON
     reply = chat.chat([{"role": "user", "content": "hi"}])
     assert reply.prompt_tokens > 0 and 0 < reply.completion_tokens <= 4 and reply.dollars == 0.0
+
+
+# -- what a judge's model is shown: never the gold, never the true state ---------------------------
+
+GOLD, STATE = "GOLD-ANSWER-7f3a", "HIDDEN-STATE-91c2"
+
+
+@pytest.fixture
+def privileged_request():
+    """The usual group, each run carrying a gold answer and state keys that no prompt may show."""
+    group = Group("task-0", [trajectory("s", SUCCESS, True), trajectory("f1", FAILED_1, False),
+                             trajectory("f2", FAILED_2, False, invalid=(2,))])
+    for traj in group.trajectories:
+        traj.gold = f"{GOLD} (clean the mug at sinkbasin 1)"
+        for t, turn in enumerate(traj.turns):
+            turn.state_key = (STATE, traj.traj_id, t)
+    return JudgeRequest(group, target=0, max_turns=4)
+
+
+def assert_nothing_privileged(text: str) -> None:
+    assert GOLD not in text and STATE not in text
+
+
+def test_the_litellm_judge_never_sends_gold_or_state_keys(server, privileged_request):
+    server.push(tool_reply(("search_trajectory", {"query": "mug cabinet", "top_k": 20})),
+                tool_reply(("get_segment", {"traj_id": "f2", "start_turn": 0, "end_turn": 2}),
+                           ("get_segment", {"traj_id": "s", "start_turn": 0, "end_turn": 5})),
+                tool_reply(("submit_segment", {**VALID, "end_turn": 9})),  # a repair message too
+                tool_reply(("submit_segment", VALID)))
+    result = judge_for(server).propose(privileged_request)
+    assert result.proposal.segment == Segment("s", 1, 2) and len(server.requests) == 4
+    messages = sent(server, 3)  # the last request holds the whole conversation
+    tool_results = [m["content"] for m in messages if m["role"] == "tool"]
+    assert "f2 turn" in tool_results[0] and "[turn 2]" in tool_results[1] and "[turn 5]" in tool_results[2]
+    for request in server.requests:  # every message, tool schema and setting of every request
+        assert_nothing_privileged(json.dumps(request["body"]))
+
+
+def test_the_local_judge_never_sees_gold_or_state_keys(tiny_model_dir, privileged_request, monkeypatch):
+    from prover.judges.agentic import LocalJudge, LocalJudgeConfig
+    from prover.judges.local_chat import LocalChat
+
+    shown, encode = [], LocalChat.encode
+
+    def spy(self, messages, tools_):  # what the chat template renders for the model, every request
+        shown.append(json.dumps([messages, tools_]))
+        ids = encode(self, messages, tools_)
+        shown.append(self.tokenizer.decode(ids))
+        return ids
+
+    monkeypatch.setattr(LocalChat, "encode", spy)
+    cfg = LocalJudgeConfig(model_path=str(tiny_model_dir), dtype="float32", device="cpu", max_new_tokens=8,
+                           max_tool_turns=1, max_repairs=1)
+    judge = LocalJudge(cfg)
+    judge.propose(privileged_request)
+    judge.close()
+    assert len(shown) >= 4 and "[turn 5]" in shown[0]  # the successful run was shown, in full
+    for text in shown:
+        assert_nothing_privileged(text)

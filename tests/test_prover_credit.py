@@ -119,18 +119,52 @@ def test_std_normalisation_is_a_switch(make_batch):
 
 def test_eligibility_and_the_shortest_success(make_batch):
     batch = make_batch([
-        [(True, 5, None), (True, 3, None), (False, 4, None), (False, 2, None)],  # 2 wins: eligible
+        [(True, 5, None), (True, 3, None)] + [(False, 4, None)] * 6,  # 2 wins of 8: in 1-3 of 8
+        [(True, 3, None), (True, 2, None), (False, 3, None), (False, 3, None)],  # 2 of 4: over 1-1 of 4
         [(False, 3, None), (False, 3, None)],  # no win
-        [(True, 3, None), (True, 3, None), (True, 2, None), (True, 3, None), (False, 3, None)],  # 4 wins > 3
         [(True, 3, None), (True, 4, None)],  # no failure: nothing to contrast
     ])
     judge = ScriptedJudge(middle)
     adv = assign(batch, judge, ScriptedValues())
     assert [(r.group.task_id, r.target, r.max_turns) for r in judge.requests] == [("task-0", 1, 4)]
     assert adv.metrics["credit/eligible_groups"] == 1.0
-    judge = ScriptedJudge(middle)
-    assign(batch, judge, ScriptedValues(), target="longest", eligible=(1, 4), max_turns=2)
-    assert [(r.group.task_id, r.target, r.max_turns) for r in judge.requests] == [("task-0", 0, 2), ("task-2", 0, 2)]
+    judge = ScriptedJudge(middle)  # absolute counts: 1-4 wins, whatever the group size
+    assign(batch, judge, ScriptedValues(), target="longest", eligible=(1, 4), eligible_of=None, max_turns=2)
+    assert [(r.group.task_id, r.target, r.max_turns) for r in judge.requests] == [("task-0", 0, 2), ("task-1", 0, 2)]
+
+
+@pytest.mark.parametrize("size, want", [(2, (1, 1)), (3, (1, 1)), (4, (1, 1)), (6, (1, 2)), (8, (1, 3)),
+                                        (12, (2, 4)), (16, (2, 6))])
+def test_the_papers_win_range_scales_with_the_group_size(size, want):
+    from prover.credit.base import win_range
+
+    # shares 1/8 and 3/8 of G rounded inwards, at least one win and one failure: G = 12 -> [1.5, 4.5] -> 2-4;
+    # G = 6 -> [0.75, 2.25] -> 1-2; G = 4 -> [0.5, 1.5] -> 1-1 (the 3-of-4 group the literal rule admitted)
+    assert win_range((1, 3), size) == want
+    assert win_range((1, 3), size, of=None) == (1, 3)
+
+
+def test_config_yaml_records_the_effective_win_range(tmp_path):
+    from prover.config import dump_config
+
+    cfg = load_config(None, ["rollout.group_size=4"])
+    assert "#   credit.eligible: 1-1 wins of 4 (written as 1-3 of 8)" in dump_config(cfg)
+    text = dump_config(load_config(None, ["rollout.group_size=16", "credit.eligible=[1, 2]"]))
+    assert "#   credit.eligible: 2-4 wins of 16 (written as 1-2 of 8)" in text
+    path = tmp_path / "config.yaml"  # the comments do not stop the file from loading again
+    path.write_text(text)
+    assert load_config(path).rollout.group_size == 16
+
+
+def test_an_accepted_segment_in_the_second_group_moves_that_groups_tokens(make_batch):
+    # group 0: no success is eligible (0 wins); group 1: the success g1-t1 (3 turns) and a failure
+    batch = make_batch([[(False, 2, None), (False, 2, None)], [(False, 2, None), (True, 3, None)]])
+    values = ScriptedValues({0: 0.0, 1: 1.0})  # before turn 0: 0/8, after turn 0: 8/8 -> Delta 1
+    adv = assign(batch, ScriptedJudge(lambda r: Segment(r.success.traj_id, 0, 0)), values)
+    assert values.calls == [[("g1-t1", 0, 8), ("g1-t1", 1, 8)]]
+    # group 1 scores [0, 10]: GRPO [-5, 5]; the bonus 1 * 1.0 * 10 lands on turn 0 of g1-t1 only
+    per_turn = [float(a[0]) for a in adv.flat()]
+    assert per_turn == pytest.approx([0, 0, 0, 0] + [-5, -5] + [15, 5, 5])
 
 
 def test_invalid_proposals_are_dropped_and_counted(make_batch):
@@ -162,8 +196,10 @@ def test_diagnostics_count_groups_judge_costs_and_deltas(make_batch):
     m = adv.metrics
     assert (m["credit/eligible_groups"], m["credit/proposals"], m["credit/valid_proposals"]) == (3.0, 2.0, 2.0)
     assert m["credit/accepted"] == 2.0 and m["credit/acceptance_rate"] == 1.0 and m["credit/delta"] == 0.25
-    assert m["cost/judge_tokens"] == 3 * 120 and m["cost/judge_dollars"] == pytest.approx(0.03)
-    assert (m["judge/calls"], m["judge/repairs"], m["judge/errors"]) == (6.0, 3.0, 3.0)
+    # the one-turn success is never sent to the judge: two requests of 2 calls, 120 tokens and $0.01 each
+    assert m["credit/unprovable_groups"] == 1.0
+    assert m["cost/judge_tokens"] == 2 * 120 and m["cost/judge_dollars"] == pytest.approx(0.02)
+    assert (m["judge/calls"], m["judge/repairs"], m["judge/errors"]) == (4.0, 2.0, 2.0)
     assert not any(k.startswith("cost/branch") for k in m)  # the Brancher reports its own tokens
 
 
@@ -257,3 +293,78 @@ class Spy:
         self.calls.append(list(requests))
         self.results = self.inner.continue_from(requests, seed=seed)
         return self.results
+
+
+# -- judge cost: no request that cannot yield a segment; cached replies counted apart ---------------
+
+def test_can_yield_segment_is_whether_any_segment_validates(make_batch):
+    from prover.judges.base import can_yield_segment
+
+    def request(n_turns, fmt=None, rejected=(), max_turns=4):
+        batch = make_batch([[(True, n_turns, fmt), (False, 2, None)]])
+        for t in rejected:
+            batch.groups[0].trajectories[0].turns[t].action_valid = False
+        return JudgeRequest(batch.groups[0], 0, max_turns)
+
+    assert not can_yield_segment(request(1))  # its only turn is the final one
+    assert can_yield_segment(request(2))  # [0, 0]
+    assert not can_yield_segment(request(3, [False, True, True], rejected=(1,)))  # turns 0, 1: malformed, rejected
+    assert can_yield_segment(request(3, [False, True, True]))  # [1, 1]
+    assert not can_yield_segment(request(3, max_turns=0))  # no segment is short enough
+
+
+def test_a_group_without_a_valid_segment_costs_no_judge_call(make_batch):
+    # task-0: a one-turn success; task-1: a 3-turn success whose non-final turns are malformed (0) and
+    # env-rejected (1); task-2: a success with valid turns. Only task-2 can be verified, so only it is sent.
+    batch = make_batch([[(True, 1, None), (False, 2, None)], [(True, 3, [False, True, True]), (False, 2, None)],
+                        [(True, 3, None), (False, 2, None)]])
+    batch.groups[1].trajectories[0].turns[1].action_valid = False
+    judge = ScriptedJudge(middle, JudgeUsage(calls=1, dollars=0.01))  # each request paid once
+    values = ScriptedValues()  # Delta 0: no bonus anywhere
+    adv = assign(batch, judge, values)
+    assert [r.group.task_id for r in judge.requests] == ["task-2"]
+    m = adv.metrics
+    assert (m["credit/eligible_groups"], m["credit/unprovable_groups"], m["judge/calls"]) == (3.0, 2.0, 1.0)
+    assert m["cost/judge_dollars"] == pytest.approx(0.01) and m["credit/dropped_proposals"] == 0.0
+    for a, b in zip(adv.flat(), grpo(batch).flat()):  # every group keeps plain GRPO
+        assert np.array_equal(a, b)
+
+
+def test_cached_judge_replies_are_counted_apart_from_paid_ones(make_batch):
+    batch = make_batch([[(True, 3, None), (False, 2, None)], [(True, 4, None), (False, 2, None)]])
+    usage = JudgeUsage(calls=1, dollars=0.02, cached_calls=2, cached_dollars=0.05)  # per request
+    adv = assign(batch, ScriptedJudge(middle, usage), ScriptedValues())
+    m = adv.metrics  # two requests: paid 2 calls, $0.04; cached 4 calls that first cost $0.10
+    assert (m["judge/calls"], m["judge/cached_calls"]) == (2.0, 4.0)
+    assert m["cost/judge_dollars"] == pytest.approx(0.04) and m["cost/judge_cached_dollars"] == pytest.approx(0.10)
+
+
+def test_a_proposal_over_an_env_rejected_action_is_dropped_unverified(make_batch):
+    # the success's turn 1 is well formed but the env rejected its action; the judge proposes [0, 1]
+    batch = make_batch([[(True, 4, None), (False, 2, None), (False, 3, None)]])
+    batch.groups[0].trajectories[0].turns[1].action_valid = False
+    values = ScriptedValues({0: 0.0, 2: 1.0})  # were it verified: Delta 1, a bonus on turns 0-1
+    adv = assign(batch, ScriptedJudge(lambda r: Segment(r.success.traj_id, 0, 1)), values)
+    assert values.calls == []  # no continuation from either boundary
+    m = adv.metrics
+    assert (m["credit/proposals"], m["credit/valid_proposals"], m["credit/dropped_proposals"]) == (1.0, 0.0, 1.0)
+    [checked] = adv.segments
+    assert checked.delta is None and not checked.accepted and "turn 1" in checked.problem
+    for a, b in zip(adv.flat(), grpo(batch).flat()):
+        assert np.array_equal(a, b)
+
+
+def test_default_prover_without_an_accepted_segment_equals_default_grpo(make_batch):
+    # one GRPO base: with no override of norm on either side, ProVer without a bonus is plain GRPO.
+    # group 0 (1 win of 4, eligible): the judge proposes turns 0-1, verified with Delta = 0.25 - 0.75 < 0
+    # (rejected); group 1 (no win) is not eligible. Both default to norm=mean, reward.scale 10:
+    #   group 0: R = [10, 0, 0, 0], mean 2.5 -> [7.5, -2.5, -2.5, -2.5]; group 1: R = [0, 0], mean 0 -> 0
+    batch = make_batch([[(True, 4, None), (False, 3, None), (False, 2, None), (False, 2, None)],
+                        [(False, 2, None), (False, 1, None)]])
+    adv = assign(batch, ScriptedJudge(middle), ScriptedValues({0: 0.75}, default=0.25))
+    want = GRPO().assign(batch, CreditContext(TrainConfig()))
+    assert adv.metrics["credit/valid_proposals"] == 1.0 and adv.metrics["credit/accepted"] == 0.0
+    for a, b in zip(adv.flat(), want.flat()):
+        assert np.array_equal(a, b)
+    per_traj = [float(a[0][0]) for g in adv.values for a in g]
+    assert per_traj == pytest.approx([7.5, -2.5, -2.5, -2.5, 0.0, 0.0])

@@ -95,6 +95,17 @@ def test_rollout_is_deterministic_under_a_seed(tiny_engine):
     assert [t.completion_ids for t in a.turns()] == [t.completion_ids for t in b.turns()]
 
 
+def test_rollout_plays_each_tasks_own_group_size(tiny_engine):
+    # budget-matched GRPO spends a fractional G' as groups of different sizes within one step
+    rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=2,
+                      sampling=SamplingParams(max_new_tokens=8, temperature=1.0))
+    batch = rollout.run([5, 6, 7], group_size=[3, 1, 2], seed=3)
+    assert [len(g.trajectories) for g in batch.groups] == [3, 1, 2]
+    assert [g.task_id for g in batch.groups] == ["train/5", "train/6", "train/7"]
+    assert all(t.task_id == g.task_id for g in batch.groups for t in g.trajectories)
+    assert [t.traj_id for t in batch.groups[0].trajectories] == ["train/5#0", "train/5#1", "train/5#2"]
+
+
 def test_brancher_continues_from_the_exact_recorded_state(tiny_engine):
     from prover.branching import Brancher, BranchRequest
     from prover.errors import CapabilityError

@@ -35,6 +35,10 @@ class MethodSpec(BaseModel):
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="Config settings for this method's cells only, as dotted keys or "
         "sections, e.g. {credit.samples: 4} or {judge.model: gpt-5.4-mini}.")
+    match_budget_of: str | None = Field(
+        None, description="For budget-matched-grpo: the method (row) whose cells' realised generated tokens "
+        "its cells match, step by step, on the same env and seed; those cells run first. Defaults to the "
+        "matrix's first prover method; give a credit.schedule or credit.overhead to opt out.")
 
     @property
     def row(self) -> str:
@@ -91,6 +95,7 @@ class Cell:
     dir: Path
     config: TrainConfig = field(repr=False)  # validated; run.dir is the cell's folder
     key: str = ""  # hash of the settings; a cell finished under other settings is rerun
+    budget_ref: Path | None = None  # the paired cell whose generated tokens this one matches
 
     @property
     def name(self) -> str:
@@ -102,6 +107,7 @@ class Plan:
     bench: BenchConfig
     cells: list[Cell]
     skipped: list[str]  # one note per skipped method (and why)
+    budget_refs: dict[str, str] = field(default_factory=dict)  # budget-matched row -> the row it matches
 
 
 # -- loading ---------------------------------------------------------------------------------------
@@ -283,12 +289,13 @@ def plan(bench: BenchConfig) -> Plan:
     per_env = {env: expand(bench.env_overrides.get(env, {}), f"bench env_overrides.{env}")
                for env in bench.envs}
     own = {m.row: expand(m.overrides, f"bench method {m.row!r} overrides") for m in bench.methods}
+    refs = budget_refs(bench, own)
     cells: list[Cell] = []
     gaps: dict[str, str] = {}  # the first reason each skipped method cannot run
     for env in bench.envs:  # env, then seed, then method: a stopped bench has whole comparisons done
         for seed in bench.seeds:
-            for m in bench.methods:
-                folder = Path(bench.dir) / "cells" / _folder_name(env) / _folder_name(m.row) / f"seed-{seed}"
+            for m in ordered(bench.methods, refs):
+                folder = cell_folder(bench, env, m.row, seed)
                 fixed = {"steps": bench.steps, "seed": seed, "env": {"name": env}, "credit": {"name": m.credit},
                          "judge": {"name": m.judge}, "run": {"dir": str(folder)}}
                 tree = merge(merge(common, per_env[env]), own[m.row])
@@ -305,9 +312,44 @@ def plan(bench: BenchConfig) -> Plan:
                     continue
                 if m.judge is not None:
                     _judge_used(cfg, m)
-                cells.append(Cell(env, m, seed, folder, cfg, settings_hash(cfg, _start(bench))))
+                ref = refs.get(m.row)
+                start = _start(bench) + (f"/budget-of/{ref}" if ref else "")
+                cells.append(Cell(env, m, seed, folder, cfg, settings_hash(cfg, start),
+                                  cell_folder(bench, env, ref, seed) if ref else None))
     skipped = [f"skipped {row!r}: {gap}" for row, gap in gaps.items()]
-    return Plan(bench, cells, skipped)
+    skipped += [f"{row!r} matches the generated tokens of {ref!r} (same env and seed, step by step)"
+                for row, ref in refs.items()]
+    return Plan(bench, cells, skipped, refs)
+
+
+def cell_folder(bench: BenchConfig, env: str, row: str, seed: int) -> Path:
+    return Path(bench.dir) / "cells" / _folder_name(env) / _folder_name(row) / f"seed-{seed}"
+
+
+def budget_refs(bench: BenchConfig, own: dict[str, dict]) -> dict[str, str]:
+    """For each budget-matched method, the row whose tokens it matches: its match_budget_of, or the
+    first prover method when it names no budget of its own (schedule, overhead or budget_from)."""
+    rows = {m.row: m for m in bench.methods}
+    first_prover = next((m.row for m in bench.methods if m.credit == "prover"), None)
+    refs = {}
+    for m in bench.methods:
+        if m.match_budget_of is not None:
+            if m.credit != "budget-matched-grpo":
+                raise ConfigError(f"bench method {m.row!r}: match_budget_of is for budget-matched-grpo")
+            if m.match_budget_of not in rows or m.match_budget_of == m.row:
+                raise ConfigError(f"bench method {m.row!r}: match_budget_of {m.match_budget_of!r} is not "
+                                  f"another method of the matrix ({', '.join(rows)})")
+            refs[m.row] = m.match_budget_of
+        elif m.credit == "budget-matched-grpo" and first_prover is not None and not any(
+                _get(own[m.row], f"credit.{k}") is not None for k in ("schedule", "overhead", "budget_from")):
+            refs[m.row] = first_prover
+    return refs
+
+
+def ordered(methods: list[MethodSpec], refs: dict[str, str]) -> list[MethodSpec]:
+    """The methods with every budget reference before the methods that match it."""
+    firsts = set(refs.values())
+    return [m for m in methods if m.row in firsts] + [m for m in methods if m.row not in firsts]
 
 
 def _start(bench: BenchConfig) -> str:

@@ -21,7 +21,7 @@ import yaml
 
 from prover.bench.matrix import BenchConfig, Cell, Plan
 from prover.bench.tables import (CELL_FILE, collect, final_eval, is_finished, markdown_tables, read_history,
-                                 started_key, write_csvs)
+                                 started_key, token_ratio, write_csvs)
 from prover.config import TrainConfig
 from prover.errors import ProverError
 from prover.run import write_atomic
@@ -58,6 +58,18 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> TrainConfig:
     return out
 
 
+def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
+    """The config of a budget-matched cell, set to track its finished paired cell's generated tokens."""
+    if cell.budget_ref is None:
+        return cfg
+    if final_eval(read_history(cell.budget_ref), cell.config.steps) is None:
+        raise ProverError(f"its budget reference {cell.budget_ref} has not finished; it runs first, so see "
+                          "why it failed above")
+    out = cfg.model_copy(deep=True)
+    setattr(out.credit, "budget_from", str(cell.budget_ref / "metrics.jsonl"))
+    return out
+
+
 def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Echo) -> str:
     """Train one cell (resuming it when it can); return its closing progress line."""
     from prover.progress import Reporter
@@ -69,7 +81,7 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
     if not same and read_history(cell.dir):
         echo(f"{head}: its settings changed since it ran; restarting it")
     t0 = time.monotonic()
-    cfg = cell.config if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose)
+    cfg = matched_budget(cell, cell.config if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose))
     if time.monotonic() - t0 > 1.0:
         echo(f"{head}: starting policy ready in {time.monotonic() - t0:.0f} s")
     last = max((r["step"] for r in read_history(cell.dir) if r.get("phase") == "train"), default=0)
@@ -107,6 +119,31 @@ def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
     return outcome
 
 
+def comparison_notes(plan: Plan, results: list) -> list[str]:
+    """What a reader must know to trust a comparison: the GRPO base each method uses, the budget matching
+    achieved, and which judges read state the agent never sees."""
+    from prover.registry import CREDIT, JUDGES
+
+    norms: dict[str, set[str]] = {}
+    for cell in plan.cells:
+        norm = getattr(CREDIT.get(cell.method.credit).parse_config(cell.config), "norm", None)
+        if norm is not None:
+            norms.setdefault(norm, set()).add(cell.method.row)
+    base = "; ".join(f"norm={n} ({'centre only' if n == 'mean' else 'divided by the group std'}): "
+                     f"{', '.join(sorted(rows))}" for n, rows in sorted(norms.items()))
+    lines = ["Comparison settings:", "", f"- GRPO base of every GRPO-based method: {base or 'none in this matrix'}."]
+    for row, ref in plan.budget_refs.items():
+        ratios = [f"{env} {r:.3f}" for env in plan.bench.envs
+                  if (r := token_ratio(results, row, ref, env)) is not None]
+        lines.append(f"- {row} matches {ref}'s generated tokens per (env, seed), step by step; realised "
+                     f"total-token ratio: {', '.join(ratios) or 'no finished pair yet'}.")
+    hidden = sorted({c.method.row for c in plan.cells if c.method.judge is not None and (judge := JUDGES.get(
+        c.method.judge)).reads_hidden_state(judge.parse_config(c.config))})
+    lines.append(f"- Judges that read the simulator's hidden state (Turn.state_key), which neither the agent "
+                 f"nor an LLM judge sees: {', '.join(hidden) or 'none'}.")
+    return [*lines, ""]
+
+
 def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:
     """results.md, table1-3.csv and curves-<env>.png in the bench's out folder, from the finished cells."""
     from prover.bench.plots import plot_env
@@ -117,7 +154,7 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
     methods = [m.row for m in bench.methods if any(c.method.row == m.row for c in plan.cells)]
     judged = [m.row for m in bench.methods if m.judge is not None and m.row in methods]
     plots = [p for env in bench.envs if (p := plot_env(results, methods, env, out)) is not None]
-    files = write_csvs(results, methods, judged, bench.envs, out)
+    files = write_csvs(results, methods, judged, bench.envs, out, plan.budget_refs)
     notes = [*plan.skipped, *(f"failed: {f}" for f in failed),
              *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -127,7 +164,8 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
             f"{bench.steps} RL steps per cell.", ""]
     if notes:
         text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
-    text.append(markdown_tables(results, methods, judged, bench.envs))
+    text += comparison_notes(plan, results)
+    text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs))
     if plots:
         text += ["## Learning curves", "", *(f"![{p.stem}]({p.name})" for p in plots), ""]
     matrix = yaml.safe_dump(bench.model_dump(mode="json"), sort_keys=False).rstrip()

@@ -117,8 +117,23 @@ def _per_step(r: CellResult, *keys: str) -> float | None:
     return _mean([sum(float(t.get(k, 0.0)) for k in keys) for t in r.train])
 
 
-def table2(results: list[CellResult], methods: list[str], envs: list[str]) -> list[dict[str, Any]]:
-    """One row per (method, env): per-step costs, means over seeds of the per-cell means."""
+def _total(r: CellResult) -> float:
+    return sum(float(t.get("cost/rollout_tokens", 0.0)) + float(t.get("cost/branch_tokens", 0.0)) for t in r.train)
+
+
+def token_ratio(results: list[CellResult], method: str, ref: str, env: str) -> float | None:
+    """Mean over seeds of a cell's total generated tokens over its paired ``ref`` cell's (same env, seed)."""
+    refs = {r.seed: _total(r) for r in results if r.method == ref and r.env == env}
+    ratios = [_total(r) / refs[r.seed] for r in results
+              if r.method == method and r.env == env and refs.get(r.seed)]
+    return _mean(ratios)
+
+
+def table2(results: list[CellResult], methods: list[str], envs: list[str],
+           budget_refs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per (method, env): per-step costs, means over seeds of the per-cell means; generated tokens
+    against grpo's and, for a budget-matched row, against the row it matches (paired by seed)."""
+    budget_refs = budget_refs or {}
     rows = []
     for m in methods:
         for env in envs:
@@ -135,7 +150,11 @@ def table2(results: list[CellResult], methods: list[str], envs: list[str]) -> li
                          "branch_tokens": over_seeds("cost/branch_tokens"),
                          "judge_tokens": over_seeds("cost/judge_tokens"),
                          "judge_cents": over_seeds("cost/judge_dollars", scale=100.0),
-                         "seconds": over_seeds("time/step")})
+                         "judge_cached_cents": over_seeds("cost/judge_cached_dollars", scale=100.0),
+                         "seconds": over_seeds("time/step"),
+                         "vs_grpo": token_ratio(results, m, "grpo", env),
+                         "matched_to": budget_refs.get(m),
+                         "vs_matched": token_ratio(results, m, budget_refs[m], env) if m in budget_refs else None})
     return rows
 
 
@@ -177,20 +196,24 @@ def _num(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
-def markdown_tables(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str]) -> str:
-    t1, t2, t3 = table1(results, methods, envs), table2(results, methods, envs), table3(results, judged, envs)
+def markdown_tables(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str],
+                    budget_refs: dict[str, str] | None = None) -> str:
+    t1, t2 = table1(results, methods, envs), table2(results, methods, envs, budget_refs)
+    t3 = table3(results, judged, envs)
     out = ["## Table 1: final held-out success (%)", "",
            "Mean ± sample std over seeds of `eval/success` after the last step; Avg. averages the envs per "
            "seed first.", "", "| method | " + " | ".join(envs) + " | Avg. |", "|---" * (len(envs) + 2) + "|"]
     out += ["| " + " | ".join([r["method"], *(pct(r[e]) for e in envs), pct(r["avg"])]) + " |" for r in t1]
     out += ["", "## Table 2: cost per step", "",
-            "Means over steps, then over seeds. Generated tokens = rollout + branch (continuations); judge "
-            "tokens and cents count the judge or critic.", "",
-            "| method | env | generated tokens | rollout | branch | judge tokens | judge ¢ | seconds |",
-            "|---|---|---|---|---|---|---|---|"]
-    out += [f"| {r['method']} | {r['env']} | {r['generated_tokens']:.0f} | {r['rollout_tokens']:.0f} | "
-            f"{r['branch_tokens']:.0f} | {r['judge_tokens']:.0f} | {r['judge_cents']:.2f} | "
-            f"{r['seconds']:.1f} |" for r in t2]
+            "Means over steps, then over seeds. Generated tokens = rollout + branch (continuations); × grpo "
+            "and × matched divide a cell's total generated tokens by its paired grpo cell's, or by the cell "
+            "its budget is matched to (same env and seed), averaged over seeds. Judge tokens and cents count "
+            "the judge or critic; cached ¢ is what its cached replies cost when first paid.", "",
+            "| method | env | generated tokens | × grpo | × matched | rollout | branch | judge tokens | judge ¢ "
+            "| cached ¢ | seconds |", "|---" * 11 + "|"]
+    out += [f"| {r['method']} | {r['env']} | {r['generated_tokens']:.0f} | {_num(r['vs_grpo'], '.3f')} | "
+            f"{_matched(r)} | {r['rollout_tokens']:.0f} | {r['branch_tokens']:.0f} | {r['judge_tokens']:.0f} | "
+            f"{r['judge_cents']:.2f} | {r['judge_cached_cents']:.2f} | {r['seconds']:.1f} |" for r in t2]
     out += ["", "## Table 3: judges", "",
             "Success (%) as in Table 1; proposal diagnostics pooled over every step, env and seed: "
             "acceptance = accepted / valid proposals (Delta > 0), mean segment length in turns and mean "
@@ -208,8 +231,12 @@ def markdown_tables(results: list[CellResult], methods: list[str], judged: list[
     return "\n".join(out) + "\n"
 
 
+def _matched(r: dict[str, Any]) -> str:
+    return "–" if r["vs_matched"] is None else f"{r['vs_matched']:.3f} ({r['matched_to']})"
+
+
 def write_csvs(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str],
-               out: Path) -> list[Path]:
+               out: Path, budget_refs: dict[str, str] | None = None) -> list[Path]:
     paths = [out / "table1.csv", out / "table2.csv", out / "table3.csv"]
     with paths[0].open("w", newline="") as f:
         w = csv.writer(f)
@@ -218,12 +245,15 @@ def write_csvs(results: list[CellResult], methods: list[str], judged: list[str],
             for env in [*envs, "avg"]:
                 s = r[env]
                 w.writerow([r["method"], env, _cell(s.mean), _cell(s.std), s.n])
-    keys = ["generated_tokens", "rollout_tokens", "branch_tokens", "judge_tokens", "judge_cents", "seconds"]
+    keys = ["generated_tokens", "rollout_tokens", "branch_tokens", "judge_tokens", "judge_cents",
+            "judge_cached_cents", "seconds"]
     with paths[1].open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["method", "env", *(f"{k}_per_step" for k in keys), "n_seeds"])
-        for r in table2(results, methods, envs):
-            w.writerow([r["method"], r["env"], *(_cell(r[k]) for k in keys), r["n"]])
+        w.writerow(["method", "env", *(f"{k}_per_step" for k in keys), "tokens_vs_grpo", "matched_to",
+                    "tokens_vs_matched", "n_seeds"])
+        for r in table2(results, methods, envs, budget_refs):
+            w.writerow([r["method"], r["env"], *(_cell(r[k]) for k in keys), _cell(r["vs_grpo"]),
+                        r["matched_to"] or "", _cell(r["vs_matched"]), r["n"]])
     diag = ["valid", "accepted", "acceptance", "segment_turns", "delta"]
     with paths[2].open("w", newline="") as f:
         w = csv.writer(f)

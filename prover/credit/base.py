@@ -8,11 +8,12 @@ needs (the brancher, the judge, the run config) comes through ``CreditContext``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from prover.errors import CapabilityError
 from prover.types import Advantages, Batch, Group, Trajectory
@@ -33,6 +34,14 @@ class CreditContext:
 
 class MethodConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class WinRangeConfig(MethodConfig):
+    """The field every method with an ``eligible`` win range shares (ProVer and those compared with it)."""
+
+    eligible_of: int | None = Field(8, ge=1, description="The group size `eligible` is written for: the range "
+                                    "scales to the run's group size as shares (1-3 of 8 is 1-1 of 4, 2-6 of 16; "
+                                    "see credit/base.py win_range); null takes it as absolute win counts.")
 
 
 class CreditAssigner:
@@ -67,9 +76,23 @@ class CreditAssigner:
     def from_train_config(cls, train_cfg: "TrainConfig") -> "CreditAssigner":
         return cls(cls.parse_config(train_cfg))
 
-    def group_size(self, step: int, default: int) -> int:
-        """Episodes per task at ``step``; the configured G unless the method spends its budget on more."""
-        return default
+    @classmethod
+    def derived_settings(cls, train_cfg: "TrainConfig") -> dict[str, str]:
+        """Settings the method derives from the run's, recorded in config.yaml as comments: the
+        effective win range at the run's group size, for a method with ``eligible``."""
+        cfg = cls.parse_config(train_cfg)
+        eligible, of = getattr(cfg, "eligible", None), getattr(cfg, "eligible_of", None)
+        if eligible is None or not hasattr(cfg, "eligible_of"):
+            return {}
+        size = train_cfg.rollout.group_size
+        lo, hi = win_range(tuple(eligible), size, of)
+        written = f"{eligible[0]}-{eligible[1]} of {of}" if of is not None else "absolute"
+        return {"credit.eligible": f"{lo}-{hi} wins of {size} (written as {written})"}
+
+    def group_sizes(self, step: int, n_tasks: int, default: int) -> list[int]:
+        """Episodes of each of the step's ``n_tasks`` tasks; the configured G unless the method spends its
+        budget on more (budget-matched GRPO)."""
+        return [default] * n_tasks
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         raise NotImplementedError
@@ -86,10 +109,32 @@ def turn_scores(traj: Trajectory, reward: "RewardConfig") -> np.ndarray:
     return np.array([r - reward.invalid_penalty * (not t.format_valid) for t in traj.turns], dtype=np.float64)
 
 
-def in_win_range(group: Group, eligible: tuple[int, int] | None) -> bool:
-    """Whether a group's number of wins lies in ``eligible`` (min, max); None admits every group.
-    ProVer's eligibility rule (1-3 wins of 8), which the methods it is compared with can adopt."""
-    return eligible is None or eligible[0] <= group.n_won <= eligible[1]
+PAPER_GROUP_SIZE = 8  # the group size the paper's win range (1-3 wins of 8) is written for
+
+
+def win_range(eligible: tuple[int, int], group_size: int, of: int | None = PAPER_GROUP_SIZE) -> tuple[int, int]:
+    """The wins (min, max) a group of ``group_size`` needs, when ``eligible`` is written for groups of ``of``.
+
+    The range scales as shares of the group, rounded inwards: min = ceil(G * lo / of), max =
+    floor(G * hi / of), then at least one win and at least one failure (1 <= min, max <= G - 1), and
+    max >= min while that holds. The paper's 1-3 of 8 is therefore 1-1 of 4, 1-2 of 6, 1-3 of 8, 2-4 of
+    12 and 2-6 of 16. ``of=None`` takes ``eligible`` as absolute win counts. An empty range (G = 1)
+    comes back with max < min.
+    """
+    if of is None:
+        return eligible
+    lo = max(1, math.ceil(group_size * eligible[0] / of - 1e-9))
+    hi = max(lo, math.floor(group_size * eligible[1] / of + 1e-9))
+    return lo, min(hi, group_size - 1)
+
+
+def in_win_range(group: Group, eligible: tuple[int, int] | None, of: int | None = PAPER_GROUP_SIZE) -> bool:
+    """Whether a group's wins lie in ``eligible`` scaled to its size (see ``win_range``); None admits
+    every group. ProVer's eligibility rule, which the methods it is compared with can adopt."""
+    if eligible is None:
+        return True
+    lo, hi = win_range(eligible, len(group.trajectories), of)
+    return lo <= group.n_won <= hi
 
 
 def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[list[list[np.ndarray]]]:

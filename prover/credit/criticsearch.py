@@ -19,12 +19,13 @@ Departures and choices:
    searchqa-sim, the target product in webshop-sim, an all-knowing shortest plan in alfworld-sim), plus
    the run's outcome and the actions of the group's shortest successful run. An env with no ``gold()``
    leaves the critic that successful run alone (or only the task, when the group has no success).
-3. The outcome term is our GRPO (``grpo.py``'s switches; default: scale * env return minus the format
-   penalty, normalised by the group std) instead of the paper's {1, 0.8, 0.2, 0} correctness-by-format
-   reward.
-4. By default only groups whose wins lie in ``eligible`` (1-3 of 8) are labelled, as in the ProVer
-   paper's comparison, which is what this baseline is here for; ``groups="all"`` labels every group
-   (the paper). An unlabelled group keeps plain GRPO (weight 1, not 1 - alpha), so an all-failed or
+3. The outcome term is our GRPO (``grpo.py``'s switches and defaults, the GRPO base shared with grpo,
+   budget-matched-grpo and prover: scale * env return minus the format penalty, centred by the group
+   mean, ``norm="mean"``; ``credit.norm=std`` divides by the group std) instead of the paper's
+   {1, 0.8, 0.2, 0} correctness-by-format reward. CriticSearch has no norm field of its own.
+4. By default only groups whose wins lie in ``eligible`` (1-3 of 8, scaled to the group size as
+   ProVer's: ``eligible_of``) are labelled, as in the ProVer paper's comparison, which is what this
+   baseline is here for; ``groups="all"`` labels every group (the paper). An unlabelled group keeps plain GRPO (weight 1, not 1 - alpha), so an all-failed or
    all-won group gets exactly GRPO's advantage.
 5. A critic call that fails, or whose answer is not exactly one Good/Bad label per turn (after
    ``max_repairs`` re-asks, default none), leaves its whole group at plain GRPO, counted in
@@ -40,7 +41,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.credit.base import CreditAssigner, CreditContext, broadcast, in_win_range
+from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
 from prover.judges.agentic import count_reply, find_json_object
 from prover.judges.chat import ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, assistant_message
@@ -67,7 +68,7 @@ class CriticSettings(BaseModel):
     obs_chars: int = Field(400, ge=20, description="Characters of each observation shown to the critic.")
 
 
-class CriticSearchConfig(GRPOConfig):
+class CriticSearchConfig(GRPOConfig, WinRangeConfig):
     alpha: float = Field(0.25, ge=0.0, le=1.0, description="Weight of the critic's turn credit (paper: 0.25).")
     credit_eps: float = Field(1e-6, gt=0.0, description="Added to the number of Good turns before dividing.")
     groups: Literal["all", "eligible"] = Field("eligible", description="Label only groups whose wins lie in "
@@ -179,7 +180,7 @@ class CriticSearch(CreditAssigner):
         cfg = self.config
         per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
         chosen = [gi for gi, g in enumerate(batch.groups)
-                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible)) and any(t.turns for t in g.trajectories)]
+                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible, cfg.eligible_of)) and any(t.turns for t in g.trajectories)]
         jobs = [(gi, i) for gi in chosen for i, tr in enumerate(batch.groups[gi].trajectories) if tr.turns]
 
         def work(job: tuple[int, int]) -> tuple[list[bool] | None, JudgeUsage]:
@@ -206,5 +207,7 @@ class CriticSearch(CreditAssigner):
                    "credit/critic_calls": float(usage.calls), "credit/critic_errors": float(usage.errors),
                    "credit/critic_good_share": good / labelled_turns if labelled_turns else 0.0,
                    "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
-                   "cost/judge_dollars": float(usage.dollars)}
+                   "cost/judge_dollars": float(usage.dollars),
+                   "credit/critic_cached_calls": float(usage.cached_calls),  # from the reply cache, not paid
+                   "cost/judge_cached_dollars": float(usage.cached_dollars)}  # what they cost when first paid
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics)

@@ -14,9 +14,16 @@ eqs. 3-8; semantics as in verl-agent's gigpo/core_gigpo.py (../shared/research/a
 Departures and choices:
 1. Anchor states are ``Turn.state_key`` by default (the env's true state: text collides, e.g. every
    "Nothing happens."); ``anchor="observation"`` groups by the observation text as the reference does,
-   optionally with its greedy similarity clustering (``similarity_thresh``).
+   optionally with its greedy similarity clustering (``similarity_thresh``): a row joins the first
+   cluster whose representative (first member) has ``SequenceMatcher(None, obs, rep).ratio() >=
+   thresh``, the new observation first, as ``build_step_group`` calls ``are_similar(obs, rep)`` in
+   verl-agent's gigpo/core_gigpo.py (the ratio is not symmetric).
 2. Episode statistics are over every step row of the group (the reference hard-codes
-   ``compute_mean_std_cross_steps=True``); ``episode_stats="trajectory"`` takes one score per episode.
+   ``compute_mean_std_cross_steps=True``); ``episode_stats="trajectory"`` takes one score per episode,
+   its unpenalised R_i = scale * return (``trajectory_score``; the reference with the flag off would
+   take its first row's penalised score), for the mean and std; every row is then centred by them, and
+   with ``mean_std_norm`` a zero-variance set of R_i gives exactly 0 (as GRPO's ``norm="std"``), since
+   the rows' format penalties divided by eps would explode.
 3. Rewards are ``reward.scale`` times the env's, and the invalid-format penalty is subtracted from both
    the row's episode score and its step return, as verl-agent's trainer does.
 4. A singleton anchor group gives A^S = 0 exactly; a pool of one row at episode level keeps its raw
@@ -31,7 +38,8 @@ from typing import Hashable, Literal
 import numpy as np
 from pydantic import Field
 
-from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast, turn_scores
+from prover.credit.base import (CreditAssigner, CreditContext, MethodConfig, broadcast, trajectory_score,
+                                turn_scores)
 from prover.registry import CREDIT
 from prover.types import Advantages, Batch, Group
 
@@ -75,6 +83,18 @@ def _normalise(values: np.ndarray, members: list[list[int]], std: bool, eps: flo
     return out
 
 
+def _episode_by_trajectory(scores: np.ndarray, per_traj: np.ndarray, std: bool, eps: float) -> np.ndarray:
+    """Row scores centred [and scaled] by the mean [and std] of one score R_i per trajectory."""
+    if len(per_traj) == 1:
+        return scores.copy()  # a group of one keeps its raw score (verl: mean 0, std 1)
+    centred = scores - per_traj.mean()
+    if not std:
+        return centred
+    if np.all(per_traj == per_traj[0]):  # no outcome signal: exactly 0, not penalties / eps
+        return np.zeros_like(scores)
+    return centred / (per_traj.std(ddof=1) + eps)
+
+
 def anchor_groups(keys: list[Hashable], thresh: float | None) -> list[list[int]]:
     """Row indices per anchor state: exact keys, or greedy clusters by text similarity."""
     if thresh is None:
@@ -85,7 +105,8 @@ def anchor_groups(keys: list[Hashable], thresh: float | None) -> list[list[int]]
     clusters: list[list[int]] = []
     for i, k in enumerate(keys):
         for members in clusters:
-            if difflib.SequenceMatcher(None, str(keys[members[0]]), str(k)).ratio() >= thresh:
+            # new observation first, representative second: the reference's are_similar(obs, rep)
+            if difflib.SequenceMatcher(None, str(k), str(keys[members[0]])).ratio() >= thresh:
                 members.append(i)
                 break
         else:
@@ -111,12 +132,9 @@ class GiGPO(CreditAssigner):
         rows_of = np.split(np.arange(len(scores)), np.cumsum(lengths)[:-1])
         if cfg.episode_stats == "step":
             episode = _normalise(scores, [list(range(len(scores)))], std, cfg.eps, singleton_raw=True)
-        else:  # one score per trajectory sets the statistics; each row is centred by them
-            first = np.array([scores[r[0]] for r in rows_of if len(r)])
-            mean, sd = first.mean(), (first.std(ddof=1) if len(first) > 1 else 1.0)
-            episode = (scores - mean) / (sd + cfg.eps) if std else scores - mean
-            if len(first) == 1:
-                episode = scores.copy()
+        else:  # trajectories with turns (those with rows, as in the reference) set the statistics
+            per_traj = np.array([trajectory_score(tr, reward) for tr in trajs if tr.turns])
+            episode = _episode_by_trajectory(scores, per_traj, std, cfg.eps)
         keys: list[Hashable] = [t.state_key if cfg.anchor == "state_key" else t.observation
                                 for tr in trajs for t in tr.turns]
         thresh = cfg.similarity_thresh if cfg.anchor == "observation" else None

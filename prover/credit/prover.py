@@ -22,8 +22,11 @@ Departures and choices (all switches):
    exactly (algorithms.md §8.7); the paper centres without std, our default here.
 2. Delta counts wins of the continuations (the paper's success probability), not their partial-credit
    reward (webshop-sim's score), which still enters the GRPO term through R_i.
-3. Eligible groups need a failure as well as 1-3 wins, as "mixed-outcome" in the paper says; with
-   small groups (G <= 3) the win range alone would admit all-won groups with nothing to contrast.
+3. Eligibility scales with the group size. The paper's "1-3 wins of 8" is read as shares of the group,
+   rounded inwards, with at least one win and one failure ("mixed-outcome"): 1-1 of 4, 1-2 of 6, 1-3
+   of 8, 2-6 of 16 (``win_range`` in credit/base.py; ``eligible_of=null`` takes absolute counts). Read
+   literally at G = 4, 1-3 wins would admit 3-of-4 groups, whose one failure is a far weaker contrast
+   than the paper's; config.yaml records the effective range.
 4. Every proposal is re-checked here with ``validate_segment``, whatever judge made it (LLM judges also
    repair their own); a proposal that fails is dropped and counted, and that group keeps plain GRPO.
 5. All verifications of a step are one Brancher call (2 * K continuations per valid proposal), and all
@@ -34,26 +37,24 @@ Departures and choices (all switches):
 from __future__ import annotations
 
 import random
-import zlib
 from typing import Literal
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from prover.branching import BranchRequest
-from prover.credit.base import CreditContext, broadcast, in_win_range
+from prover.credit.base import CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPO, GRPOConfig, grpo_turn_advantages
 from prover.errors import ConfigError
-from prover.judges.base import validate_segment
+from prover.judges.base import can_yield_segment, validate_segment
 from prover.registry import CREDIT
+from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest, JudgeUsage
 
 
-class ProVerConfig(GRPOConfig):
-    norm: Literal["std", "mean"] = Field("mean", description="GRPO term: divide by the group std (verl) or only "
-                                         "centre (Prime-RL, what the ProVer paper used).")
+class ProVerConfig(GRPOConfig, WinRangeConfig):
     eligible: tuple[int, int] = Field((1, 3), description="Groups with this many wins (min, max) and at least one "
-                                      "failure get a proposal (ProVer: 1 to 3 of 8).")
+                                      "failure get a proposal (ProVer: 1 to 3 of 8), scaled to the group size (eligible_of).")
     target: Literal["shortest", "longest", "random"] = Field("shortest", description="Which success of an eligible "
                                                              "group the judge reads (ProVer: the shortest).")
     max_turns: int = Field(4, ge=1, description="L: the longest segment, in turns (ProVer: 4).")
@@ -96,10 +97,12 @@ class ProVer(GRPO):
         cfg = self.config
         unit = ctx.config.reward.scale if cfg.bonus_units == "reward" else 1.0
         per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
-        seed = zlib.crc32(f"{ctx.config.seed}/{ctx.step}/prover".encode()) % 1_000_003  # keeps engine seeds small
-        jobs = [(gi, JudgeRequest(g, pick_target(g, cfg.target, f"{seed}/{g.task_id}"), cfg.max_turns, seed=seed))
-                for gi, g in enumerate(batch.groups)
-                if in_win_range(g, cfg.eligible) and 0 < g.n_won < len(g.trajectories)]
+        seed = derive_seed(ctx.config.seed, ctx.step, "prover")
+        eligible = [(gi, JudgeRequest(g, pick_target(g, cfg.target, f"{seed}/{g.task_id}"), cfg.max_turns, seed=seed))
+                    for gi, g in enumerate(batch.groups)
+                    if in_win_range(g, cfg.eligible, cfg.eligible_of) and 0 < g.n_won < len(g.trajectories)]
+        # a target without a valid segment (one turn, only rejected actions) is not sent: no judge is paid for it
+        jobs = [(gi, req) for gi, req in eligible if can_yield_segment(req)]
         if jobs and ctx.judge is None:
             raise ConfigError("credit 'prover' has no judge in its context: set judge.name (e.g. judge.name=contrast)")
         results = ctx.judge.propose_all([req for _, req in jobs]) if jobs else []
@@ -123,13 +126,16 @@ class ProVer(GRPO):
             if delta > 0:
                 per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * delta * unit
         metrics = {
-            "credit/eligible_groups": float(len(jobs)),
+            "credit/eligible_groups": float(len(eligible)),
+            "credit/unprovable_groups": float(len(eligible) - len(jobs)),
             "credit/proposals": float(sum(r.proposal is not None for r in results)),
             "credit/valid_proposals": float(len(valid)),
             "credit/dropped_proposals": float(dropped),
             "credit/accepted": float(sum(d > 0 for d in deltas)),
             "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
             "cost/judge_dollars": float(usage.dollars),
+            "cost/judge_cached_dollars": float(usage.cached_dollars),  # what cached replies cost when first paid
+            "judge/cached_calls": float(usage.cached_calls),
             "judge/calls": float(usage.calls), "judge/errors": float(usage.errors),
             "judge/repairs": float(usage.repairs), "judge/tool_calls": float(usage.tool_calls),
         }

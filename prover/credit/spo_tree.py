@@ -8,19 +8,27 @@
                   = (V(child) - V(parent)) / (std(children of parent) + 1e-8)   mode "grpo" (population std)
     training      every edge whose advantage is not exactly 0 is a row set: the child's turns, each token
                   carrying A(edge); the rollout batch itself is not trained on
+    optional:     probability mask and whitening over the kept tokens of the edges, as in SPO-chain
 
 Paper: Guo et al., "Segment Policy Optimization", arXiv 2505.23564, §4 (SPO-tree); semantics as in
 AIFrameResearch/SPO ``_construct_tree`` and ``extract_edges_from_tree`` (../shared/research/algorithms.md
 §3.2 and §3.4).
 
+Preset ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[1, 3]`` (of 8, scaled
+to the group size), ``whiten=true`` and ``prob_mask=true`` (the reference trainer applies both to tree
+edges, algorithms.md §3.2 point 4), each unless the run sets that field itself.
+
 Departures:
 1. A segment is ``turns_per_level`` whole agent turns (the paper: at most M tokens of one response);
    nodes are env states restored from snapshots.
 2. The root is the group's task start, so the rollout's G episodes only decide which tasks are trained
-   (``eligible`` as in the ProVer comparison); the tree replaces them as training data.
+   (``eligible``, written for groups of ``eligible_of`` and scaled to the run's, as in the ProVer
+   comparison); the tree replaces them as training data, so an ineligible task has no rows at all.
 3. Values are success rates times ``reward.scale``.
-4. No probability mask or whitening here (SPO-chain has them); "drop zero edges" drops exactly-zero
-   advantages, as the reference's ``only_adv_greater_than_zero`` does despite its name.
+4. The probability mask and whitening (SPO-chain's code, shared) are off by default; the reference's
+   trainer has them on, and the preset turns them on. Whitening is over the edges of this step's trees.
+   "Drop zero edges" drops exactly-zero advantages, as the reference's ``only_adv_greater_than_zero``
+   does despite its name.
 """
 
 from __future__ import annotations
@@ -32,19 +40,19 @@ import numpy as np
 from pydantic import Field
 
 from prover.branching import BranchRequest
-from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast, in_win_range
+from prover.credit.base import CreditAssigner, CreditContext, broadcast, in_win_range
+from prover.credit.spo_chain import SPOSharedConfig, probability_mask, whiten
 from prover.registry import CREDIT
+from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Group, Trajectory
 
 
-class SPOTreeConfig(MethodConfig):
+class SPOTreeConfig(SPOSharedConfig):
     branch_factors: list[int] = Field([3, 3], min_length=1, description="Children per node at each depth "
                                       "(SPO: 6-6-6; keep small on a CPU).")
     turns_per_level: int = Field(3, ge=1, description="Turns each child plays before it branches again.")
     mode: Literal["rloo", "grpo"] = Field("rloo", description="Edge advantage: value difference, or divided by the "
                                           "std of the parent's children.")
-    eligible: tuple[int, int] | None = Field(None, description="Only tasks whose rollout group won this many "
-                                             "times (min, max); None for all.")
 
 
 @dataclass
@@ -55,14 +63,18 @@ class Node:
     value: float = 0.0
 
 
-def grow(root_traj: Trajectory, cfg: SPOTreeConfig, ctx: CreditContext, scale: float, seed: int) -> Node:
-    """Branch level by level from the state before turn 0 of ``root_traj``; fill in values."""
+def grow(root_traj: Trajectory, cfg: SPOTreeConfig, ctx: CreditContext, scale: float, gi: int) -> Node:
+    """Branch level by level from the state before turn 0 of ``root_traj`` (the task of group ``gi``);
+    fill in values."""
     root = Node(root_traj, 0)
     frontier = [(root, 0)]  # (node, turn of its trajectory to branch from)
     for depth, factor in enumerate(cfg.branch_factors):
+        if not frontier:  # every branch finished early
+            break
         last = depth == len(cfg.branch_factors) - 1
         requests = [BranchRequest(node.traj, at, factor) for node, at in frontier]
-        results = ctx.brancher.continue_from(requests, seed=seed * 101 + depth,
+        seed = derive_seed(ctx.config.seed, ctx.step, "spo-tree", gi, depth)
+        results = ctx.brancher.continue_from(requests, seed=seed,
                                              max_new_turns=None if last else cfg.turns_per_level,
                                              record_snapshots=not last)
         nxt = []
@@ -111,9 +123,9 @@ class SPOTree(CreditAssigner):
         for gi, group in enumerate(batch.groups):
             if not group.trajectories or not group.trajectories[0].turns:
                 continue
-            if not in_win_range(group, cfg.eligible):
+            if not in_win_range(group, cfg.eligible, cfg.eligible_of):
                 continue
-            tree = grow(group.trajectories[0], cfg, ctx, scale, seed=ctx.step * 1000 + gi)
+            tree = grow(group.trajectories[0], cfg, ctx, scale, gi)
             kept = edges(tree, cfg.mode)
             segments = [Trajectory(f"{tr.traj_id}/edge", tr.task_id, tr.task_text, turns=tr.turns[start:], gold=tr.gold)
                         for tr, start, _ in kept]
@@ -122,7 +134,11 @@ class SPOTree(CreditAssigner):
             n_edges += len(kept)
             n_leaves += _count_leaves(tree)
         train = Batch([g for g, _ in groups])
-        return Advantages(values=broadcast(train, [v for _, v in groups]), train_batch=train,
+        values = broadcast(train, [v for _, v in groups])
+        mask = probability_mask(train, cfg.prob_threshold) if cfg.prob_mask else None
+        if cfg.whiten:
+            values = whiten(values, mask)  # every edge is an assigned row
+        return Advantages(values=values, loss_mask=mask, train_batch=train,
                           metrics={"credit/tree_edges": float(n_edges), "credit/tree_leaves": float(n_leaves)})
 
 

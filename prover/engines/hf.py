@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from prover.errors import CapabilityError, CheckpointError
+from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 
 def quiet_transformers() -> None:
@@ -28,6 +29,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def check_model_dir(path: str | Path) -> Path:
     p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CheckpointError(f"model folder {str(p)!r} is a file; give the folder that holds config.json and "
+                              "the weights")
     if not p.is_dir():
         raise CheckpointError(f"model folder {str(p)!r} does not exist (give a local Hugging Face checkpoint "
                               "folder, or model.path=tiny)")
@@ -126,7 +130,7 @@ class HFEngine:
         for c, start in enumerate(range(0, len(order), self.batch_size)):
             idx = order[start:start + self.batch_size]
             if seed is not None:
-                torch.manual_seed(seed * 1000 + c)
+                torch.manual_seed(derive_seed(seed, c, "hf-chunk"))
             for i, gen in zip(idx, self._generate_chunk([prompts[i] for i in idx], params)):
                 results[i] = gen
         return results  # type: ignore[return-value]

@@ -29,7 +29,6 @@ A server that is down, too slow or answers nonsense is an ``EngineError`` line n
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -41,6 +40,7 @@ from prover.engines.hf import load_tokenizer, stop_ids
 from prover.engines.sglang_http import ServerClient, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
 from prover.errors import EngineError
+from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 
 
@@ -93,8 +93,7 @@ class SGLangSettings(BaseModel):
 
 def request_seed(seed: int, index: int) -> int:
     """A 31-bit sampling seed for request ``index`` of a batch sampled with ``seed``."""
-    digest = hashlib.blake2b(f"{seed}/{index}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+    return derive_seed(seed, index, "request")
 
 
 def sampling_params(params: SamplingParams, stops: list[int], seed: int | None) -> dict[str, Any]:

@@ -3,7 +3,7 @@ registered by name in ``JUDGES``. LLM judges import their heavy dependencies onl
 
 from __future__ import annotations
 
-from prover.judges.base import Judge, validate_segment, valid_segments
+from prover.judges.base import Judge, can_yield_segment, validate_segment, valid_segments
 from prover.judges import contrast, random_judge  # noqa: F401  (each registers its name)
 from prover.registry import JUDGES
 
@@ -19,4 +19,4 @@ def make_judge(train_cfg) -> Judge | None:
     return JUDGES.get(train_cfg.judge.name).from_train_config(train_cfg)
 
 
-__all__ = ["Judge", "make_judge", "validate_segment", "valid_segments"]
+__all__ = ["Judge", "can_yield_segment", "make_judge", "validate_segment", "valid_segments"]

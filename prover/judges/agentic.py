@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prover.errors import ConfigError
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall,
                                 assistant_message, tool_message)
@@ -146,9 +147,11 @@ def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | Non
 
 
 def count_reply(usage: JudgeUsage, reply: ChatReply) -> None:
-    """Add what one reply cost to ``usage`` (a cached reply cost nothing)."""
+    """Add what one reply cost to ``usage``: a cached reply costs nothing now and counts apart, with what
+    it cost when first paid (``cached_dollars``), so that ``calls`` and ``dollars`` are what was paid."""
     usage.calls += 0 if reply.cached else 1
-    usage.cached += int(reply.cached)
+    usage.cached_calls += int(reply.cached)
+    usage.cached_dollars += reply.cached_dollars
     usage.prompt_tokens += reply.prompt_tokens
     usage.completion_tokens += reply.completion_tokens
     usage.dollars += reply.dollars
@@ -213,6 +216,9 @@ class AgenticJudge(Judge):
         with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests))) as pool:
             return list(pool.map(self.propose, requests))
 
+    def check_ready(self) -> None:
+        self.chat.check_ready()
+
     def close(self) -> None:
         if self._chat is not None:
             self._chat.close()
@@ -223,7 +229,10 @@ class LiteLLMJudgeConfig(LoopSettings, LiteLLMSettings, JudgeSettings):
 
 
 class LiteLLMJudge(AgenticJudge):
-    """``judge.name=litellm``: e.g. ``judge.model=gpt-5.4-mini``, or ``judge.model=openai/qwen3.5-9b
+    """An LLM judge over an API (LiteLLM), with the search_trajectory and get_segment tools; it sees what the
+    agent saw, never state_key or gold.
+
+    ``judge.name=litellm``: e.g. ``judge.model=gpt-5.4-mini``, or ``judge.model=openai/qwen3.5-9b
     judge.api_base=http://127.0.0.1:30000/v1`` for a local SGLang/vLLM server."""
 
     Config = LiteLLMJudgeConfig
@@ -244,7 +253,10 @@ class LocalJudgeConfig(LoopSettings, LocalSettings, JudgeSettings):
 
 
 class LocalJudge(AgenticJudge):
-    """``judge.name=local judge.model_path=/path/to/Qwen3.5-9B``: the same loop, no server."""
+    """An LLM judge run in this process (transformers), the same loop and tools as ``litellm``; it sees what
+    the agent saw, never state_key or gold.
+
+    ``judge.name=local judge.model_path=/path/to/Qwen3.5-9B``: the same loop, no server."""
 
     Config = LocalJudgeConfig
 
@@ -252,3 +264,10 @@ class LocalJudge(AgenticJudge):
         from prover.judges.local_chat import LocalChat
 
         return LocalChat(self.config)
+
+    def check_ready(self) -> None:  # the folder, without loading the model (that waits for the first request)
+        from prover.engines.hf import check_model_dir
+
+        if not self.config.model_path:
+            raise ConfigError("judge.model_path is not set: give the local Hugging Face checkpoint folder")
+        check_model_dir(self.config.model_path)

@@ -53,6 +53,17 @@ class Judge:
         """One result per request, in order. LLM judges override this to run requests concurrently."""
         return [self.propose(r) for r in requests]
 
+    @classmethod
+    def reads_hidden_state(cls, settings: JudgeSettings) -> bool:
+        """Whether the judge, so configured, reads what neither the agent nor an LLM judge sees (the
+        simulator's ``state_key``, gold); the bench says so beside its numbers."""
+        return False
+
+    def check_ready(self) -> None:
+        """Raise a one-line ProverError now if the judge cannot work (a missing API key, model or server
+        setting), so that a run fails before it starts rather than after its first rollout. Free judges
+        have nothing to check."""
+
     def close(self) -> None:
         """Release servers, threads or models the judge holds."""
 
@@ -84,6 +95,19 @@ def validate_segment(request: JudgeRequest, segment: Segment) -> str | None:
         if not (turn.format_valid and turn.action_valid):
             return f"turn {t} holds a malformed or rejected action ({turn.action!r}); choose turns without one"
     return None
+
+
+def can_yield_segment(request: JudgeRequest) -> bool:
+    """Whether any segment of the target success passes ``validate_segment``, without asking a judge.
+
+    Checking the one-turn segments is enough: the last turn of any valid segment is a valid one-turn
+    segment on its own. False for a one-turn success (its only turn is the final one) and for a success
+    whose every non-final turn holds a malformed or rejected action; a judge asked about such a request
+    can only be wrong, and an LLM judge would be paid for it.
+    """
+    success = request.success
+    return request.max_turns >= 1 and any(
+        validate_segment(request, Segment(success.traj_id, t, t)) is None for t in range(len(success.turns) - 1))
 
 
 def valid_segments(request: JudgeRequest) -> list[Segment]:

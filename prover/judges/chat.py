@@ -50,8 +50,9 @@ class ChatReply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    dollars: float = 0.0  # 0 for free or unpriced (local) models
+    dollars: float = 0.0  # 0 for free or unpriced (local) models, and for a reply served from the cache
     cached: bool = False  # served from the response cache: nothing was spent
+    cached_dollars: float = 0.0  # a cached reply's dollars when it was first paid (0 when not cached)
     attempts: int = 1  # requests sent for this reply, retries included
 
 
@@ -76,12 +77,16 @@ class ChatModel:
     def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
         raise NotImplementedError
 
+    def check_ready(self) -> None:
+        """Raise a one-line ProverError if the model cannot answer (no key); nothing to check by default."""
+
     def close(self) -> None:
         """Nothing to release by default."""
 
 
 class ReplyCache:
-    """Replies by request key: in memory, and as one JSON file per key under ``directory`` if given."""
+    """Replies by request key: in memory, and as one JSON file per key under ``directory`` if given. A
+    stored reply keeps its tokens and dollars, so that a hit can say what it cost when it was paid."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory else None
@@ -209,7 +214,9 @@ class LiteLLMChat(ChatModel):
                    "temperature": s.temperature, "max_tokens": s.max_tokens, **s.litellm_kwargs}
         key = ReplyCache.key(payload)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return ChatReply(hit.text, list(hit.tool_calls), cached=True, attempts=0)
+            # nothing is spent now, but what the reply first cost is kept, so reports can show the cost
+            # of a run without the cache (a file from before dollars were stored reads as 0)
+            return ChatReply(hit.text, list(hit.tool_calls), cached=True, attempts=0, cached_dollars=hit.dollars)
         if self._litellm is None:
             self._litellm = self._load()
         for attempt in range(s.max_retries + 1):
@@ -230,9 +237,14 @@ class LiteLLMChat(ChatModel):
                 raise ChatError(f"model {s.model!r}: {what} (after {attempt + 1} attempt(s))") from None
             reply = self._read(resp, attempt + 1)
             if self.cache is not None:
-                self.cache.put(key, ChatReply(reply.text, reply.tool_calls))
+                self.cache.put(key, ChatReply(reply.text, reply.tool_calls, reply.prompt_tokens,
+                                              reply.completion_tokens, reply.dollars))
             return reply
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def check_ready(self) -> None:
+        if self._litellm is None:
+            self._litellm = self._load()
 
     def _load(self) -> Any:
         """Import litellm; without api_key_env or api_base, check the provider's key variable is set

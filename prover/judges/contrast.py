@@ -1,76 +1,113 @@
-"""The contrast judge: a free, deterministic judge that reads the group itself instead of asking a model.
+"""The contrast judges: free, deterministic judges that read the group themselves instead of asking a model.
 
-It lines the successful trajectory S up with the group's failed runs by state, and proposes the short
-window where S, from a state the failed runs also stood in, did what none of them did there and so got
-somewhere none of them went. None of the anchors has it; it is ours.
+They line the successful trajectory S up with the group's failed runs, and propose the short window
+where S, from a situation the failed runs were also in, did what none of them did there and so got
+somewhere none of them went. None of the anchors has them; they are ours. Two judges share the rule
+and differ only in what counts as "the same situation" (``align``):
 
-Alignment (every comparison is by ``Turn.state_key``, the env's identity of the true state before a
-turn, and by the parsed action with case and spacing normalised):
+- ``contrast`` (``align="state"``) compares ``Turn.state_key``, the env's identity of the TRUE state
+  before a turn. That is hidden state: neither the agent nor the paper's LLM judge ever sees it, so
+  ``contrast`` is an oracle-aligned baseline, not a like-for-like stand-in for an LLM judge.
+- ``text-contrast`` (``align="text"``) compares what the agent saw: ``Turn.observation``, the
+  observation text the prompt was built from, case and spacing normalised. It never reads
+  ``state_key``. Two true states that show the same text are one situation to it, and one state shown
+  by two texts is two; that is all an LLM judge reading the same trajectories could tell apart.
 
-1. Index the failed runs: for every state key they stood in before one of their turns, the set of
-   actions they took there (the *alternatives*). S's turn t is *aligned* when some failed run was at
-   exactly that state, whatever the turn number. The state after a failed run's last turn is not
-   recorded; when S takes that same last action in that same state, the state it reaches counts as
-   one that failed run stood in (with no alternatives: the run stopped there, mostly at the turn cap).
-2. S *diverges* at t when t is aligned and S's action is none of the alternatives there: at the same
-   state it did what the failed runs did not.
-3. S *breaks away* after turn e when e is the last aligned turn: the state after e, and every later
-   one, is a state no failed run stood in. From there on S is where no failed run went, so the cause
+Below, a *situation* is the alignment key of a turn: its state key, or its normalised observation text.
+Actions are always compared parsed, with case and spacing normalised.
+
+1. Index the failed runs: for every situation they were in before one of their turns, the set of
+   actions they took there (the *alternatives*). S's turn t is *aligned* when some failed run was in
+   exactly that situation, whatever the turn number. The situation after a failed run's last turn is
+   not recorded (the episode ended: no state key was taken and the agent was shown no next
+   observation); when S takes that same last action in that same situation, the situation S reaches
+   counts as one that failed run was in (with no alternatives: the run stopped there, mostly at the
+   turn cap). In state mode that assumes the same action in the same state leads to the same state; in
+   text mode it assumes more: that the same action after the same text leads to the same next text.
+2. S *diverges* at t when t is aligned and S's action is none of the alternatives there: in the same
+   situation it did what the failed runs did not.
+3. S *breaks away* after turn e when e is the last aligned turn: the situation after e, and every
+   later one, is one no failed run was in. From there on S is where no failed run went, so the cause
    of the difference lies at or before e.
 4. The proposal is the window [d, e] from the last divergence d <= e to the break-away: the decision
-   that, from the last state S shared with the failed runs, took it out of their reach. Under
+   that, from the last situation S shared with the failed runs, took it out of their reach. Under
    deterministic dynamics leaving the aligned states needs a new action, so d == e (one turn) is the
    usual answer. The window keeps at most L turns and no rejected or malformed action: when [d, e] is
    longer or holds one, it is cut from the left to the longest valid part that still ends at e.
 
 Why not simply the first divergence: a success often diverges early in a way that does not matter (a
-different first room) and then walks back into states the failed runs reached; the states it reaches
-afterwards tell that such a divergence did not separate it from them. The break-away does.
+different first room) and then walks back into situations the failed runs were in; the situations it
+reaches afterwards tell that such a divergence did not separate it from them. The break-away does.
 
 Fallbacks, named in the rationale so that acceptance rates can be split by them:
-- "approach": S's state before its final turn is aligned, so only its final (winning) action was
+- "approach": S's situation before its final turn is aligned, so only its final (winning) action was
   new, and the final turn cannot be verified (no state after it to branch from). The window is then
   the last L valid turns before the final one, the approach to the win. ``fallback=none`` proposes
   nothing instead.
 - no failed run has a turn (nothing to contrast with), or no valid window exists: no proposal.
 
-Limits: the rule for a failed run's last turn assumes the same action in the same state leads to the
-same state (true of the embedded envs). A coarse ``state_key`` (one that leaves out something that
-matters) makes more turns look aligned than are; the env contract asks for the true state.
+Limits: a coarse key (a ``state_key`` that leaves out something that matters, or an observation text
+such as "Nothing happens." that many states share) makes more turns look aligned than are; the env
+contract asks for the true state, and text mode accepts the coarseness as the price of seeing only
+what the agent saw.
 """
 
 from __future__ import annotations
 
-from typing import Hashable, Literal
+from typing import Callable, Hashable, Literal
 
 from pydantic import Field
 
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.registry import JUDGES
-from prover.types import JudgeRequest, JudgeResult, Proposal, Segment, Trajectory
+from prover.types import JudgeRequest, JudgeResult, Proposal, Segment, Trajectory, Turn
+
+Key = Callable[[Turn], Hashable]
 
 
 class ContrastSettings(JudgeSettings):
+    align: Literal["state", "text"] = Field(
+        "state", description="What makes two turns the same situation: 'state', the env's true state_key "
+        "(hidden state, which neither the agent nor an LLM judge sees), or 'text', the observation "
+        "text the agent saw (what text-contrast uses).")
     fallback: Literal["approach", "none"] = Field(
         "approach", description="When the success breaks away from the failed runs only with its "
         "final action: propose the last L valid turns before it ('approach') or nothing ('none').")
+
+
+class TextContrastSettings(ContrastSettings):
+    align: Literal["text"] = Field(
+        "text", description="Always 'text': runs are aligned by the observation text the agent saw, "
+        "never by state_key (judge.name=contrast aligns by state).")
 
 
 def normalise_action(action: str) -> str:
     return " ".join(action.lower().split())
 
 
-def alternatives(success: Trajectory, failures: list[Trajectory]) -> dict[Hashable, set[str]]:
-    """State key -> the actions the failed runs took in that state (over every visit of every run), for
-    every state a failed run stood in; the states after their last turns are added where S shows them."""
+def state_key(turn: Turn) -> Hashable:
+    return turn.state_key
+
+
+def observation_text(turn: Turn) -> Hashable:
+    return normalise_action(turn.observation)  # the same normalisation as actions: case and spacing
+
+
+ALIGN_KEYS: dict[str, Key] = {"state": state_key, "text": observation_text}
+
+
+def alternatives(success: Trajectory, failures: list[Trajectory],
+                 key: Key = state_key) -> dict[Hashable, set[str]]:
+    """Situation -> the actions the failed runs took in it (over every visit of every run), for every
+    situation a failed run was in; the situations after their last turns are added where S shows them."""
     index: dict[Hashable, set[str]] = {}
     for traj in failures:
         for turn in traj.turns:
-            index.setdefault(turn.state_key, set()).add(normalise_action(turn.action))
-    last_moves = {(f.turns[-1].state_key, normalise_action(f.turns[-1].action)) for f in failures}
+            index.setdefault(key(turn), set()).add(normalise_action(turn.action))
+    last_moves = {(key(f.turns[-1]), normalise_action(f.turns[-1].action)) for f in failures}
     for before, after in zip(success.turns, success.turns[1:]):
-        if (before.state_key, normalise_action(before.action)) in last_moves:
-            index.setdefault(after.state_key, set())
+        if (key(before), normalise_action(before.action)) in last_moves:
+            index.setdefault(key(after), set())
     return index
 
 
@@ -90,7 +127,14 @@ def window_ending_at(traj: Trajectory, start: int, end: int, max_turns: int) -> 
 
 @JUDGES.register("contrast")
 class ContrastJudge(Judge):
+    """Free, deterministic: the window where the success broke away from the failed runs, with runs
+    aligned by the env's true ``state_key`` (hidden state no agent or LLM judge sees; ``align``)."""
+
     Config = ContrastSettings
+
+    @classmethod
+    def reads_hidden_state(cls, settings: ContrastSettings) -> bool:
+        return settings.align == "state"
 
     def propose(self, request: JudgeRequest) -> JudgeResult:
         success = request.success
@@ -100,11 +144,13 @@ class ContrastJudge(Judge):
             return JudgeResult(None, failure="no failed run with a turn to contrast with")
         if n < 2:
             return JudgeResult(None, failure="the success has a single turn; no non-terminal segment exists")
-        index = alternatives(success, failures)
-        aligned = [t for t in range(n) if success.turns[t].state_key in index]
+        key = ALIGN_KEYS[self.config.align]
+        keys = [key(turn) for turn in success.turns]
+        index = alternatives(success, failures, key)
+        aligned = [t for t in range(n) if keys[t] in index]
         last = aligned[-1] if aligned else None  # the initial state is shared, so this is rarely None
         if last is not None and last <= n - 2:
-            result = self._break_away(request, index, last)
+            result = self._break_away(request, index, keys, last)
             if result is not None:
                 return result
         if self.config.fallback == "none":
@@ -112,21 +158,30 @@ class ContrastJudge(Judge):
         seg = window_ending_at(success, 0, n - 2, request.max_turns)
         if seg is None or validate_segment(request, seg) is not None:
             return JudgeResult(None, failure="no valid window before the final turn")
-        return JudgeResult(Proposal(seg, rationale=f"approach: the success shares its states with the failed runs "
-                                    f"until its final turn; turns {seg.start_turn}..{seg.end_turn} lead up to it"))
+        why = (f"approach: the success shares its situations with the failed runs until its final turn; "
+               f"turns {seg.start_turn}..{seg.end_turn} lead up to it")
+        return JudgeResult(Proposal(seg, rationale=why))
 
     @staticmethod
-    def _break_away(request: JudgeRequest, index: dict[Hashable, set[str]], e: int) -> JudgeResult | None:
+    def _break_away(request: JudgeRequest, index: dict[Hashable, set[str]], keys: list[Hashable],
+                    e: int) -> JudgeResult | None:
         success = request.success
-        divergences = [t for t in range(e + 1) if success.turns[t].state_key in index
-                       and normalise_action(success.turns[t].action) not in index[success.turns[t].state_key]]
+        divergences = [t for t in range(e + 1) if keys[t] in index
+                       and normalise_action(success.turns[t].action) not in index[keys[t]]]
         d = divergences[-1] if divergences else e
         seg = window_ending_at(success, d, e, request.max_turns)
         if seg is None or validate_segment(request, seg) is not None:
             return None
-        turn = success.turns[d]
-        why = (f"at turn {d} the success chose {turn.action!r} where the failed runs chose "
-               f"{sorted(index[turn.state_key])[:5]}" if divergences else "it took no action they did not")
+        why = (f"at turn {d} the success chose {success.turns[d].action!r} where the failed runs chose "
+               f"{sorted(index[keys[d]])[:5]}" if divergences else "it took no action they did not")
         cut = "" if seg.start_turn == d else f"; cut to turns {seg.start_turn}..{seg.end_turn}"
         return JudgeResult(Proposal(seg, rationale=(
             f"break-away: {why}; after turn {e} it is where no failed run went{cut}")))
+
+
+@JUDGES.register("text-contrast")
+class TextContrastJudge(ContrastJudge):
+    """Free, deterministic: ``contrast``'s rule with runs aligned by the observation text the agent saw
+    and its actions, never by ``state_key``; a like-for-like baseline for an LLM judge."""
+
+    Config = TextContrastSettings

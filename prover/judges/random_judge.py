@@ -15,6 +15,9 @@ from prover.types import JudgeRequest, JudgeResult, Proposal
 
 @JUDGES.register("random")
 class RandomJudge(Judge):
+    """Free, seeded: a uniform pick among the valid segments of the success; the base rate a judge must beat.
+    It reads nothing but the segment bounds."""
+
     def propose(self, request: JudgeRequest) -> JudgeResult:
         candidates = valid_segments(request)
         if not candidates:

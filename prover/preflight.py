@@ -1,0 +1,111 @@
+"""Checks that can fail, run before a run folder is touched: a run that cannot start never costs an old one.
+
+The config's names and field types are checked when it loads (prover/config.py). What needs the parts
+themselves is checked here, by building them once and throwing them away:
+
+- the env, with its ``env.kwargs``, is a TextEnv and resets on the train split and on ``eval.split``;
+- the agent's prompt templates render (every placeholder known);
+- a model folder (``model.path`` other than ``tiny``) is a folder with a config, weights whose header
+  reads, and a tokenizer with a chat template;
+- a judge the credit method will call is built, and has the credentials it needs.
+
+Each failure is a one-line ProverError naming the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prover.config import TrainConfig
+from prover.errors import CheckpointError, ConfigError, ContractError, ProverError
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+def preflight(cfg: TrainConfig, resume: bool = False) -> None:
+    """Every check below, in the order a run would meet the parts."""
+    check_env(cfg)
+    if cfg.model.path != "tiny" and not resume:  # a resumed run starts from its own checkpoint
+        check_model_folder(Path(cfg.model.path))
+    check_judge(cfg)
+
+
+def check_env(cfg: TrainConfig) -> None:
+    from prover.envs import make_env
+    from prover.rollout import agent_spec_for
+
+    env = make_env(cfg.env.name, **cfg.env.kwargs)
+    try:
+        for split in dict.fromkeys(["train", cfg.eval.split]):
+            try:
+                obs, info = env.reset(seed=0, options={"split": split})
+            except (ValueError, KeyError) as exc:
+                raise ConfigError(f"env {cfg.env.name!r} cannot reset on split {split!r}: {exc}") from None
+            if not isinstance(obs, str) or not isinstance(info, dict):
+                raise ContractError(f"env {cfg.env.name!r} reset gave {type(obs).__name__} and "
+                                    f"{type(info).__name__}, not text and a dict")
+        spec = agent_spec_for(env, cfg.rollout.history_window)
+        try:
+            spec.render("task", obs, list(info.get("admissible_actions") or []), [("o", "a")] * 3, 3)
+            spec.render("task", obs, [], [], 0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ContractError(f"env {cfg.env.name!r}: its prompt template has an unknown placeholder {exc}; "
+                                "templates may use task, observation, actions, history, step, n_history") from None
+    finally:
+        env.close()
+
+
+def check_model_folder(path: Path) -> None:
+    from prover.engines.hf import check_model_dir
+
+    check_model_dir(path)  # a folder with a config.json
+    weights = [path / w for w in WEIGHT_FILES if (path / w).is_file()]
+    if not weights:
+        raise CheckpointError(f"model.path {str(path)!r} has no weights ({', '.join(WEIGHT_FILES)})")
+    if weights[0].name == "model.safetensors":
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(weights[0]), framework="np") as f:
+                f.keys()
+        except Exception as exc:  # a truncated or foreign file
+            raise CheckpointError(f"weights {str(weights[0])!r} are unreadable: {str(exc).splitlines()[0]}") from None
+    check_chat_template(path)
+
+
+def check_chat_template(path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path))
+    except Exception as exc:
+        raise CheckpointError(f"tokenizer in {str(path)!r} does not load: {str(exc).splitlines()[0]}") from None
+    if not getattr(tok, "chat_template", None):
+        raise CheckpointError(f"tokenizer in {str(path)!r} has no chat template; prover builds every prompt with "
+                              "it (set tokenizer.chat_template, e.g. from the instruct model it came from)")
+
+
+def check_judge(cfg: TrainConfig) -> None:
+    """A judge the method may call is built now, so a missing key or model fails before any work."""
+    if cfg.judge.name is None or not uses_judge(cfg):
+        return
+    from prover.judges import make_judge
+
+    judge = make_judge(cfg)
+    try:
+        judge.check_ready()
+    finally:
+        judge.close()
+
+
+def uses_judge(cfg: TrainConfig) -> bool:
+    """Whether the credit method refuses to run without a judge (ProVer), i.e. will call one."""
+    from prover.registry import CREDIT
+
+    bare = cfg.model_copy(deep=True)
+    bare.judge = bare.judge.model_copy(update={"name": None})
+    try:
+        CREDIT.get(cfg.credit.name).validate_config(bare)
+    except ProverError:
+        return True
+    return False

@@ -1,0 +1,86 @@
+"""Every metric a built-in credit method logs has a row in the README's metrics table.
+
+Each method assigns one small batch with stand-ins for what it reaches through its context (a Brancher
+whose success rate grows with the branch turn, a judge that proposes turns 0-1 of the success, a critic
+that labels every turn Good), so that the metrics logged only on some paths (ProVer's Delta and
+acceptance rate, SPO's tree counts) are produced too. The trainer's own metrics are checked by
+``test_e2e.py::test_every_logged_metric_is_documented``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import prover.credit  # noqa: F401  (registers the built-ins)
+from prover.branching import BranchResult
+from prover.config import TrainConfig
+from prover.credit.base import CreditContext
+from prover.judges.base import Judge
+from prover.judges.chat import ChatModel, ChatReply
+from prover.registry import CREDIT
+from prover.types import JudgeResult, JudgeUsage, Proposal, Segment, Trajectory
+
+BUILT_IN = [e.name for e in CREDIT.entries() if e.origin == "code"]
+
+
+def metrics_table() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return readme.split("### Metrics", 1)[1].split("\n## ", 1)[0]
+
+
+class RisingValues:
+    """The Brancher's interface: from before turn t, the first min(n, t + 1) continuations win; every
+    continuation is one finished turn longer than the state it starts from."""
+
+    def continue_from(self, requests, seed=0, **_):
+        out = []
+        for r in requests:
+            won = np.array([k < min(r.n, r.turn + 1) for k in range(r.n)])
+            prefix = r.trajectory.turns[:r.turn + 1]
+            conts = [Trajectory(f"{r.trajectory.traj_id}@{r.turn}/{k}", r.trajectory.task_id, "", turns=list(prefix),
+                                won=bool(won[k])) for k in range(r.n)]
+            out.append(BranchResult(r, won, won.astype(float), 3 * r.n, conts))
+        return out
+
+
+class FirstTwoTurns(Judge):
+    """Proposes turns 0-1 of the success, with a cost, as an LLM judge would report it."""
+
+    def propose(self, request):
+        usage = JudgeUsage(calls=1, prompt_tokens=10, completion_tokens=5, dollars=0.001)
+        return JudgeResult(Proposal(Segment(request.success.traj_id, 0, 1), "it picks up the mug"), usage=usage)
+
+
+class AllGood(ChatModel):
+    """A critic that labels every turn of the trajectory in its prompt Good."""
+
+    def chat(self, messages, tools=None):
+        n = int(re.search(r"Label all (\d+) turns", messages[-1]["content"]).group(1))
+        return ChatReply(json.dumps({"labels": ["Good"] * n}), prompt_tokens=20, completion_tokens=4)
+
+
+def make_method(name: str):
+    cls = CREDIT.get(name)
+    return cls(critic=AllGood()) if name == "criticsearch" else cls()
+
+
+def test_every_built_in_method_is_checked():
+    assert {"grpo", "budget-matched-grpo", "gigpo", "spo-chain", "spo-tree", "criticsearch", "prover"} <= set(BUILT_IN)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_credit_metric_is_documented(name, make_batch):
+    # One group of 8 with 2 wins (eligible for every method's win range), 3 turns per trajectory.
+    batch = make_batch([[(True, 3, None), (True, 3, None)] + [(False, 3, None)] * 6])
+    ctx = CreditContext(TrainConfig(), brancher=RisingValues(), judge=FirstTwoTurns(), step=1)
+    metrics = make_method(name).assign(batch, ctx).metrics
+    if name == "prover":  # the stand-ins reach the metrics logged only with a verified proposal
+        assert {"credit/delta", "credit/acceptance_rate"} <= set(metrics)
+    table = metrics_table()
+    missing = sorted(m for m in metrics if f"`{m}`" not in table)
+    assert not missing, f"{name}: metrics not documented in README.md's metrics table: {missing}"
