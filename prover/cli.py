@@ -1,4 +1,5 @@
-"""``prover train | eval | sft | list | serve | bench | view``. Errors print as one line, never a traceback."""
+"""``prover train | eval | sft | list | check-env | serve | bench | view``. Errors print as one line, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -108,6 +109,45 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_kwargs(texts: list[str]) -> dict[str, Any]:
+    """``key=value`` (or ``env.kwargs.key=value``) arguments, each value read as YAML, as in overrides."""
+    from prover.config import parse_override
+    from prover.errors import ConfigError
+
+    kwargs = {}
+    for text in texts:
+        try:
+            key, value = parse_override(text)
+        except ConfigError:
+            raise ConfigError(f"env argument {text!r} is not of the form key=value") from None
+        key = key.removeprefix("env.kwargs.")
+        if "." in key:
+            raise ConfigError(f"env argument {text!r}: {key!r} is not a keyword; write key=value")
+        kwargs[key] = value
+    return kwargs
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from prover.envs import make_env
+    from prover.envs.checker import check_env, check_gymnasium
+    from prover.errors import ContractError
+
+    kwargs, stage = _env_kwargs(args.kwargs), "building the env"
+    try:
+        env = make_env(args.name, **kwargs)  # its errors name the env already
+        stage = "checking the env"
+        n = check_env(env) + check_gymnasium(env)
+    except ContractError as exc:
+        raise ContractError(f"{args.name}: {exc}") from exc
+    except ProverError:
+        raise
+    except Exception as exc:  # a plugin's bug, reported like a broken rule: one line, no traceback
+        raise ContractError(f"{args.name}: {stage} raised {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]}") from exc
+    print(f"{args.name}: passes the env contract ({n} checks)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
@@ -133,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_eval)
     ls = sub.add_parser("list", help="every registered env, credit assigner, judge and engine, with its origin")
     ls.set_defaults(fn=cmd_list)
+    ce = sub.add_parser("check-env", help="run an env (a registered name or module:Class) through the env "
+                        "contract and gymnasium's env checker")
+    ce.add_argument("name", help="a registered env name, or package.module:Class")
+    ce.add_argument("kwargs", nargs="*", help="the env's arguments as key=value, e.g. max_steps=20")
+    ce.set_defaults(fn=cmd_check_env)
     from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 
     add_serve_parser(sub)
@@ -150,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except ProverError as exc:
         print(f"prover: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a folder that is a file or read-only, a full disk: the OS's reason and the path
+        where = f": {exc.filename!r}" if exc.filename else ""
+        print(f"prover: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("prover: interrupted; the last checkpoint is intact (resume with --resume)", file=sys.stderr)

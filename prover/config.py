@@ -63,6 +63,9 @@ class RolloutConfig(Section):
     history_window: int | None = Field(None, ge=0, description="(observation, action) pairs shown in each prompt; "
                                                                "None keeps the env's own (verl-agent: 2).")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="How rollouts sample.")
+    max_env_error_share: float = Field(0.25, ge=0.0, le=1.0, description="An episode whose env raises or breaks "
+                                       "its contract ends as failed (rollout/env_errors); past this share of a "
+                                       "step's episodes the run stops with one line.")
 
 
 class RewardConfig(Section):
@@ -110,6 +113,9 @@ class LearnerConfig(Section):
     micro_batch_rows: int = Field(32, ge=1, description="Turn rows per forward/backward (memory bound).")
     skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
                                                              "(their policy gradient is zero; saves CPU time).")
+    max_nonfinite_steps: int = Field(3, ge=1, description="A non-finite advantage drops its row, a non-finite loss "
+                                     "or gradient skips its optimizer step (learner/nonfinite_*); after this many "
+                                     "steps in a row with one, the run stops with one line.")
 
 
 class WarmStartConfig(Section):
@@ -206,7 +212,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
         try:
-            tree = yaml.safe_load(p.read_text()) or {}
+            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {exc.start})") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" at line {mark.line + 1}" if mark is not None else ""
@@ -251,13 +259,40 @@ def _apply_env_recipe(tree: dict) -> None:
         return
     env = tree.get("env")
     name = env.get("name") if isinstance(env, dict) else None
+    name = name or EnvConfig.model_fields["name"].default
     try:
-        recipe = getattr(ENVS.get(name or EnvConfig.model_fields["name"].default), "train_recipe", {})
+        env_cls = ENVS.get(name)
     except ProverError:
         return  # an unknown or broken env is reported by check_parts_fit, with the closest name
+    # Only the class's own recipe: a subclass (a plugin env over a sim) takes other constructor
+    # arguments, so a recipe inherited from its parent would break it.
+    recipe = env_cls.__dict__.get("train_recipe", {}) if isinstance(env_cls, type) else {}
+    _check_recipe_kwargs(name, env_cls, recipe)
     for dotted, value in recipe.items():
         if not _is_set(tree, dotted):
             _set_dotted(tree, dotted, value)
+
+
+def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> None:
+    """A recipe's ``env.kwargs.*`` must be constructor arguments of its class: one line naming the recipe
+    now, not a TypeError when the env is first built."""
+    import inspect
+
+    keys = [k.split(".", 2)[2] for k in recipe if k.startswith("env.kwargs.") and k.count(".") >= 2]
+    if not keys or env_cls.__init__ is object.__init__:  # no constructor of its own: nothing to check
+        return
+    try:
+        params = inspect.signature(env_cls.__init__).parameters
+    except (TypeError, ValueError):
+        return  # a builtin or C constructor has no readable signature
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    bad = sorted(k for k in keys if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY)
+    if bad:
+        taken = ", ".join(k for k, p in params.items() if k != "self" and p.kind is not p.VAR_POSITIONAL)
+        raise ConfigError(f"env {name!r}: the train_recipe of {env_cls.__qualname__} sets "
+                          f"{', '.join('env.kwargs.' + k for k in bad)}, which its constructor does not take "
+                          f"(it takes: {taken or 'nothing'}); fix the recipe")
 
 
 def check_parts_fit(cfg: TrainConfig) -> None:

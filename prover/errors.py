@@ -38,6 +38,14 @@ class ConfigError(ProverError):
     """A config file or override is malformed, mistyped or names an unknown value."""
 
 
+class NonFiniteError(ProverError):
+    """Training met non-finite numbers (NaN or inf) for too many steps in a row, or the weights became so."""
+
+
+class EnvFaultError(ProverError):
+    """An env failed (raised, or broke its contract) in more of a step's episodes than the run allows."""
+
+
 class RunFolderError(ProverError):
     """A run folder is held by another process, or cannot be created or written."""
 
@@ -53,3 +61,8 @@ class RetrievalError(ProverError):
 class EngineError(ProverError):
     """An inference server could not serve: it is down, too slow, refused a request, sent something
     unreadable, or a weight sync to it failed."""
+
+
+class JudgeError(ProverError):
+    """A judge failed every request of ``judge.max_failed_steps`` steps in a row (a bad key, model or
+    server): the run stops rather than train on as plain GRPO."""

@@ -138,6 +138,10 @@ class Learner:
         self.unwrapped().save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
 
+    def weights_finite(self) -> bool:
+        with torch.no_grad():
+            return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+
     def optimizer_state(self) -> dict:
         return self.optimizer.state_dict()
 
@@ -148,6 +152,8 @@ class Learner:
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         """PPO epochs over the batch's turn rows; returns "learner/..." metrics."""
         rows = rows_from(adv.train_batch or batch, adv, self.cfg.skip_zero_advantage_rows)
+        finite = [r for r in rows if np.isfinite(r.advantages).all()]  # a NaN advantage never reaches a weight
+        dropped, rows = len(rows) - len(finite), finite
         # Across processes every one must run the same forward and backward passes (each backward
         # all-reduces the gradient, each FSDP forward gathers the weights): a process with fewer rows
         # than the most any has fills up with empty rows that weigh nothing.
@@ -167,6 +173,9 @@ class Learner:
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
         out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
+        out["learner/nonfinite_rows"] = float(dropped)
+        out["learner/nonfinite_updates"] = sums.get("nonfinite", 0.0)  # optimizer steps skipped, not averaged
+        out.pop("learner/nonfinite", None)
         out["learner/rows"] = float(len(rows))
         out["learner/tokens"] = float(sum(float(r.loss_mask.sum()) for r in rows))
         out["learner/updates"] = float(n_updates)
@@ -223,7 +232,12 @@ class Learner:
                 stats["clipfrac"] += agg(clipped.float())
                 stats["ppo_kl"] += agg(old - logp)
         grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-        self.optimizer.step()
+        # the norm is of the all-reduced gradient, so every process skips or steps alike
+        stats["nonfinite"] = float(not torch.isfinite(torch.as_tensor(grad_norm)))
+        if stats["nonfinite"]:  # a NaN or inf loss or gradient: no optimizer step, weights stay finite
+            self.optimizer.zero_grad(set_to_none=True)
+        else:
+            self.optimizer.step()
         stats["grad_norm"] = float(grad_norm)
         return stats
 

@@ -3,6 +3,7 @@
 The config's names and field types are checked when it loads (prover/config.py). What needs the parts
 themselves is checked here, by building them once and throwing them away:
 
+- the run folder is a folder this process may write (or can be made);
 - the env, with its ``env.kwargs``, is a TextEnv and resets on the train split and on ``eval.split``;
 - the agent's prompt templates render (every placeholder known);
 - a model folder (``model.path`` other than ``tiny``) is a folder with a config, weights whose header
@@ -14,20 +15,34 @@ Each failure is a one-line ProverError naming the problem.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prover.config import TrainConfig
-from prover.errors import CheckpointError, ConfigError, ContractError, ProverError
+from prover.errors import CheckpointError, ConfigError, ContractError, ProverError, RunFolderError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
 
 def preflight(cfg: TrainConfig, resume: bool = False) -> None:
     """Every check below, in the order a run would meet the parts."""
+    check_run_folder(Path(cfg.run.dir))
     check_env(cfg)
     if cfg.model.path != "tiny" and not resume:  # a resumed run starts from its own checkpoint
         check_model_folder(Path(cfg.model.path))
     check_judge(cfg)
+
+
+def check_run_folder(path: Path) -> None:
+    """The run folder is a folder this process can write, or can be made in one."""
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"run.dir {str(path)!r} is a file, not a folder")
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise RunFolderError(f"run.dir {str(path)!r} cannot be made: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == path else f"is under the read-only folder {str(existing)!r}"
+        raise RunFolderError(f"run.dir {str(path)!r} {what}")
 
 
 def check_env(cfg: TrainConfig) -> None:

@@ -10,6 +10,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
+def judge_warning(r: dict[str, Any]) -> str:
+    """One line when every judge request of the step failed (errors, and no reply at all), else "".
+    Such a step trains as plain GRPO and still ends well, so without this line nothing would show it."""
+    errors = r.get("judge/errors", 0.0)
+    if not errors or r.get("judge/calls", 0.0) + r.get("judge/cached_calls", 0.0) > 0:
+        return ""
+    kinds = sorted(((k.split("/", 2)[2], v) for k, v in r.items() if k.startswith("judge/errors/") and v),
+                   key=lambda kv: (-kv[1], kv[0]))
+    detail = ", ".join(f"{kind} x{int(n)}" for kind, n in kinds)
+    return (f"judge: all {int(errors)} calls of step {r['step']} failed" + (f" ({detail})" if detail else "")
+            + "; these groups trained as plain GRPO")
+
+
 class Reporter:
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
@@ -58,6 +71,9 @@ class Reporter:
             f"+ branch {r.get('cost/branch_tokens', 0.0) / 1000:.1f}k | "
             f"time rollout {r['time/rollout']:.1f}s credit {r['time/credit']:.2f}s "
             f"learner {r['time/learner']:.1f}s sync {r['time/sync']:.2f}s")
+        warning = judge_warning(r)
+        if warning:
+            self.note(warning)
 
     def eval_line(self, r: dict[str, Any]) -> None:
         self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "

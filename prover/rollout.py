@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from prover.envs.agent_spec import AgentSpec
+from prover.errors import EnvFaultError, ProverError
 from prover.envs.base import TextEnv
 from prover.seeding import derive_seed
 from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
@@ -50,6 +52,45 @@ class _Episode:
     limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:limit]
+
+
+def contract_problem(obs: Any, reward: Any, info: Any) -> str:
+    """Why an env's answer breaks the contract (text observation, finite reward, info dict), or ''."""
+    if not isinstance(obs, str):
+        return f"observation is {type(obs).__name__}, not text"
+    if not isinstance(info, dict):
+        return f"info is {type(info).__name__}, not a dict"
+    try:
+        if not math.isfinite(float(reward)):
+            return f"reward is {reward}"
+    except (TypeError, ValueError):
+        return f"reward is {type(reward).__name__}, not a number"
+    return ""
+
+
+def env_step(env: TextEnv, action: str) -> tuple[tuple | None, str]:
+    """``env.step(action)``, or (None, one line saying why) when the env raised or broke its contract."""
+    try:
+        answer = env.step(action)
+        obs, reward, _, _, info = answer
+    except Exception as exc:  # noqa: BLE001  (any env bug ends this episode, not the run)
+        return None, one_line(exc)
+    problem = contract_problem(obs, reward, info)
+    return (None, problem) if problem else (answer, "")
+
+
+def check_env_errors(batch: Batch, max_share: float, env_name: str) -> None:
+    """Stop the run when more than ``max_share`` of a step's episodes ended by an env fault."""
+    trajs = [t for g in batch.groups for t in g.trajectories]
+    failed = [t for t in trajs if t.env_error]
+    if trajs and len(failed) / len(trajs) > max_share:
+        raise EnvFaultError(f"env {env_name!r} failed in {len(failed)} of {len(trajs)} episodes this step (first: "
+                            f"{failed[0].env_error}); see groups.jsonl, or raise rollout.max_env_error_share")
+
+
 class Rollout:
     """Collects groups of episodes with an engine; owns a pool of envs reused across calls."""
 
@@ -79,11 +120,19 @@ class Rollout:
         members = [(s, g) for s, n in zip(task_seeds, sizes) for g in range(n)]
         episodes = []
         for env, (task_seed, g) in zip(self._envs(len(members)), members):
-            obs, info = env.reset(seed=task_seed, options={"split": split})
             task_id = f"{split}/{task_seed}"
+            try:
+                obs, info = env.reset(seed=task_seed, options={"split": split})
+                problem = contract_problem(obs, 0.0, info)
+            except ProverError:
+                raise  # a bad setting (an unknown split) is the user's to fix, not an env fault
+            except Exception as exc:  # noqa: BLE001  (any env bug ends this episode, not the run)
+                obs, info, problem = "", {}, one_line(exc)
+            if problem:
+                obs, info = (obs if isinstance(obs, str) else ""), (info if isinstance(info, dict) else {})
             traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)),
-                              gold=env.gold())
-            episodes.append(_Episode(env, traj, obs, info))
+                              gold=env.gold() if not problem else "", env_error=problem)
+            episodes.append(_Episode(env, traj, obs, info, done=bool(problem)))
         self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
         ends = list(itertools.accumulate(sizes))
         groups = [Group(f"{split}/{s}", [e.traj for e in episodes[end - n:end]])
@@ -151,7 +200,11 @@ class Rollout:
                 parsed = spec.parse(text)
                 state_key = e.env.state_key()
                 snapshot = e.env.snapshot() if record_snapshots else None
-                obs, reward, term, trunc, info = e.env.step(parsed.action)
+                answer, fault = env_step(e.env, parsed.action)
+                if answer is None:  # the env failed: the episode ends as failed, the run goes on
+                    e.done, e.traj.env_error = True, fault
+                    answer = (e.obs, 0.0, True, False, {"is_action_valid": False})
+                obs, reward, term, trunc, info = answer
                 e.traj.turns.append(Turn(
                     prompt_ids=prompt, completion_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
                     observation=e.obs, completion_text=text, action=parsed.action,

@@ -15,6 +15,7 @@ has no step lost and none duplicated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -81,6 +82,7 @@ class RunDir:
         self.metrics_path = self.path / "metrics.jsonl"
         self.groups_path = self.path / "groups.jsonl"
         self.ckpt_root = self.path / "checkpoints"
+        self.damaged: list[str] = []  # damaged checkpoints the last look-up skipped, one line each
 
     def start(self, fresh: bool) -> Path | None:
         """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
@@ -121,30 +123,40 @@ class RunDir:
         return read_jsonl(self.metrics_path)
 
     def truncate_history(self, last_step: int) -> None:
-        kept = [r for r in self.history() if r["step"] <= last_step]
-        write_atomic(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-        if self.groups_path.is_file():  # the saved groups of the steps that will be rerun go too
-            lines = [ln for ln in self.groups_path.read_text().splitlines() if ln.strip()]
-            write_atomic(self.groups_path, "".join(ln + "\n" for ln in lines if json.loads(ln)["step"] <= last_step))
+        """Every append-only file keeps its records up to ``last_step``; a torn line (a kill or a full
+        disk mid-write) is dropped from each alike, and the steps after it are run again."""
+        for path in (self.metrics_path, self.groups_path):
+            if path.is_file():
+                kept = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= last_step]
+                write_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     # -- checkpoints -------------------------------------------------------------------------------
-    def latest_checkpoint(self) -> Path | None:
+    def latest_checkpoint(self, verify_hashes: bool = False) -> Path | None:
+        """The newest checkpoint whose files match its manifest; each damaged newer one is skipped and
+        noted in ``self.damaged`` (one line each)."""
+        self.damaged: list[str] = []
         if not self.ckpt_root.is_dir():
             return None
         done = [p for p in self.ckpt_root.glob("step-*") if (p / "state.json").is_file()]
-        return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+        for ckpt in sorted(done, key=lambda p: int(p.name.split("-")[1]), reverse=True):
+            problem = checkpoint_problem(ckpt, verify_hashes)
+            if not problem:
+                return ckpt
+            self.damaged.append(f"checkpoint {ckpt.name} is damaged ({problem})")
+        return None
 
     def save_checkpoint(self, step: int, learner: Any, weights: dict | None = None) -> Path:
         """``weights``: the full state dict, gathered by every process, when the learner spans several."""
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_root / f".tmp-step-{step}"
         shutil.rmtree(tmp, ignore_errors=True)
-        learner.save_pretrained(tmp, weights)
-        import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
-
-        torch.save(learner.optimizer_state(), tmp / "optimizer.pt")
-        torch.save({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp / "rng.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step}))
+        try:
+            self._write_checkpoint(tmp, step, learner, weights)
+        except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError
+            shutil.rmtree(tmp, ignore_errors=True)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+            raise CheckpointError(f"could not write the checkpoint of step {step} in {str(self.ckpt_root)!r} "
+                                  f"({reason}); the last checkpoint is intact (resume with --resume)") from None
         final = self.ckpt_root / f"step-{step}"
         shutil.rmtree(final, ignore_errors=True)
         os.rename(tmp, final)
@@ -153,13 +165,63 @@ class RunDir:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
+    @staticmethod
+    def _write_checkpoint(tmp: Path, step: int, learner: Any, weights: dict | None) -> None:
+        learner.save_pretrained(tmp, weights)
+        import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
+
+        torch.save(learner.optimizer_state(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp / "rng.pt")
+        write_manifest(tmp)
+        (tmp / "state.json").write_text(json.dumps({"step": step}))  # last: its presence marks a whole checkpoint
+
     def require_checkpoint(self, command: str = "--resume") -> Path:
-        ckpt = self.latest_checkpoint()
+        ckpt = self.latest_checkpoint(verify_hashes=True)
+        if ckpt is None and self.damaged:
+            raise CheckpointError(f"{command}: no intact checkpoint in {str(self.ckpt_root)!r}: "
+                                  f"{'; '.join(self.damaged)}")
         if ckpt is None:
             fix = "start the run without --resume" if command == "--resume" else \
                 "train the run first, or give a model folder with --model"
             raise CheckpointError(f"{command}: no checkpoint in {str(self.ckpt_root)!r}; {fix}")
         return ckpt
+
+
+MANIFEST = "manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path) -> None:
+    """Size and SHA-256 of every file of a checkpoint, so a truncated or altered file is found on resume."""
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps(files, indent=1))
+
+
+def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
+    """Why a checkpoint does not match its manifest, or '' (a checkpoint from before manifests passes)."""
+    try:
+        files = json.loads((folder / MANIFEST).read_text())
+    except FileNotFoundError:
+        return ""
+    except ValueError:
+        return f"{MANIFEST} is unreadable"
+    for name, want in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != want["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes, its manifest says {want['bytes']}"
+        if verify_hashes and _sha256(path) != want["sha256"]:
+            return f"{name} differs from its manifest's SHA-256"
+    return ""
 
 
 def load_checkpoint_state(ckpt: Path, learner: Any) -> int:

@@ -3,14 +3,17 @@
 One JSON object per kept group and step::
 
     {"step": 3, "group": 1, "task_id": ..., "task_text": ...,
-     "trajectories": [{"traj_id", "won", "return", "truncated",
+     "trajectories": [{"traj_id", "won", "return", "truncated", "env_error",
                        "turns": [{"observation", "completion", "action", "reward", "format_valid",
                                   "action_valid", "advantage"}]}],
-     "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale"}]}
+     "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale"}],
+     "judge_failure": null or why the judge gave no proposal for the group}
 
 ``advantage`` is the mean advantage over the turn's tokens (null when the method trained on other turns
 than the rollout's, as SPO-tree does). ``segments`` are the judge's proposals as the credit method
-checked them: ``delta`` is null for one dropped by validation (``problem`` says why).
+checked them: ``delta`` is null for one dropped by validation (``problem`` says why). ``judge_failure``
+says why a group the judge was asked about got no proposal at all, e.g. "judge request failed
+(http_401): ..." (one line, key-free, at most 500 characters); null when it got one or was not asked.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import numpy as np
 from prover.types import Advantages, Batch, Group
 
 OBS_CHARS = 2000  # an observation is cut to its first characters; the viewer shows an excerpt anyway
+TEXT_CHARS = 2000  # so is a rationale or a reason, whichever judge wrote it (a model's may run on)
 
 
 def _rank(gi: int, group: Group, proposed: set[int]) -> tuple[int, int]:
-    """Groups with a proposal first, then groups with both wins and losses, then the rest."""
+    """Groups the judge answered first (a proposal, or why it has none), then groups with both wins and
+    losses, then the rest."""
     mixed = 0 < group.n_won < len(group.trajectories)
     return (0 if gi in proposed else 1 if mixed else 2, gi)
 
@@ -52,12 +57,14 @@ def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[
                       "advantage": _mean(adv.values[gi][i][k]) if with_adv else None}
                      for k, t in enumerate(tr.turns)]
             trajs.append({"traj_id": tr.traj_id, "won": bool(tr.won), "return": tr.env_return,
-                          "truncated": bool(tr.truncated), "turns": turns})
+                          "truncated": bool(tr.truncated), "env_error": tr.env_error, "turns": turns})
+        mine = [s for s in adv.segments if s.group == gi]
         segments = [{"traj_id": s.segment.traj_id, "start_turn": s.segment.start_turn,
                      "end_turn": s.segment.end_turn, "delta": s.delta, "accepted": s.accepted,
-                     "problem": s.problem, "rationale": s.rationale}
-                    for s in adv.segments if s.group == gi]
+                     "problem": s.problem[:TEXT_CHARS], "rationale": s.rationale[:TEXT_CHARS]}
+                    for s in mine if s.segment is not None]
+        failure = next((s.problem[:TEXT_CHARS] for s in mine if s.segment is None), None)
         out.append({"step": step, "group": gi, "task_id": group.task_id,
                     "task_text": group.trajectories[0].task_text if group.trajectories else "",
-                    "trajectories": trajs, "segments": segments})
+                    "trajectories": trajs, "segments": segments, "judge_failure": failure})
     return out

@@ -20,11 +20,12 @@ from prover.config import TrainConfig
 from prover.branching import Brancher
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
+from prover.errors import NonFiniteError
 from prover.envs import make_env
 from prover.judges import make_judge
 from prover.progress import Reporter
 from prover.registry import ENGINES
-from prover.rollout import Rollout
+from prover.rollout import Rollout, check_env_errors
 from prover.preflight import preflight
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
@@ -64,6 +65,7 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
         "rollout/mixed_groups": float(np.mean([0 < g.n_won < len(g.trajectories) for g in batch.groups])),
         "rollout/group_size": float(np.mean([len(g.trajectories) for g in batch.groups])),
         "cost/rollout_tokens": float(sum(t.n_tokens for t in turns)),
+        "rollout/env_errors": float(sum(bool(t.env_error) for t in trajs)),
     }
 
 
@@ -72,6 +74,21 @@ def engine_counts(engine: Any, phase: str) -> dict[str, float]:
     none for engines that keep no counts (``hf``)."""
     take = getattr(engine, "take_counts", None)
     return {} if take is None else {k.replace("/", f"/{phase}_", 1): v for k, v in take().items()}
+
+
+def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:
+    """Steps in a row that met a non-finite advantage, loss or gradient (each was left out of the
+    update); past ``cfg.max_nonfinite_steps`` the run stops with one line."""
+    rows, updates = record.get("learner/nonfinite_rows", 0.0), record.get("learner/nonfinite_updates", 0.0)
+    if not rows and not updates:
+        return 0
+    streak += 1
+    report.note(f"step {record['step']}: non-finite numbers: {rows:.0f} row(s) dropped, {updates:.0f} optimizer "
+                "step(s) skipped; the weights are unchanged by them")
+    if streak >= cfg.max_nonfinite_steps:
+        raise NonFiniteError(f"{streak} steps in a row met non-finite advantages, losses or gradients (step "
+                             f"{record['step']}); check the env's rewards and the learner's settings")
+    return streak
 
 
 class Trainer:
@@ -86,6 +103,8 @@ class Trainer:
         self.judge = self.engine = None
         preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
+        for line in self.run.damaged if resume else []:
+            self.report.note(f"{line}; resuming from {ckpt.name} instead")
         self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.acquire()
@@ -152,6 +171,9 @@ class Trainer:
         self.ranks.barrier()
 
     def save_checkpoint(self, step: int) -> None:
+        if not self.learner.weights_finite():  # never on disk: a resume would start from garbage
+            raise NonFiniteError(f"the policy's weights are not finite after step {step}; no checkpoint written, "
+                                 "the last one on disk is intact")
         # the full weights are gathered by every process (FSDP, ZeRO-3) and written by the main one
         weights = self.learner.policy_state_dict() if self.ranks.world > 1 else None
         if self.ranks.is_main:
@@ -171,6 +193,7 @@ class Trainer:
 
     def train(self) -> dict[str, Any]:
         cfg, run, ranks = self.cfg, self.run, self.ranks
+        self.nonfinite_streak = 0
         if self.start_step == 0:
             self.evaluate(0)  # success after the warm start, before any RL
         # the judge is closed when the loop ends, however it ends
@@ -186,6 +209,7 @@ class Trainer:
                 batch = phases.timed("rollout", self.rollout.run, tasks, sizes, split="train",
                                      seed=derive_seed(cfg.seed, step, "rollout"),
                                      record_snapshots=self.credit.needs_snapshots)
+                check_env_errors(batch, cfg.rollout.max_env_error_share, cfg.env.name)
                 counts = engine_counts(self.engine, "rollout")
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)
                 adv = phases.timed("credit", self.credit.assign, batch, self.ctx)
@@ -199,6 +223,7 @@ class Trainer:
                                        **self.brancher.take_counts(), **counts, **adv.metrics, **learner_stats,
                                        **{f"time/{k}": v for k, v in phases.seconds.items()},
                                        "time/step": sum(phases.seconds.values())})
+                self.nonfinite_streak = nonfinite_streak(record, self.nonfinite_streak, cfg.learner, self.report)
                 if ranks.is_main:
                     run.log(record)
                     for kept in saved_groups(batch, adv, step, cfg.run.save_groups):  # for `prover view`

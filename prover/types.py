@@ -86,6 +86,7 @@ class Trajectory:
     won: bool = False
     truncated: bool = False  # ended by the turn cap, not by the env
     resume: ResumePoint | None = None  # set when a bounded continuation stopped before the episode ended
+    env_error: str = ""  # one line: why the env ended this episode by failing (it raised or broke its contract)
 
     @property
     def finished(self) -> bool:
@@ -180,7 +181,7 @@ class CheckedSegment:
     """
 
     group: int  # index in batch.groups
-    segment: Segment
+    segment: Segment | None  # None: the judge gave no proposal for the group (``problem`` says why)
     delta: float | None  # mean won after the segment minus before it; None when dropped unverified
     accepted: bool  # delta > 0: the bonus was added
     problem: str = ""  # why validation dropped it ("" when it was verified)
@@ -219,10 +220,23 @@ class JudgeUsage:
     errors: int = 0  # failed requests (timeout, server error, unparseable answer)
     cached_calls: int = 0  # replies served from the response cache: nothing spent, no tokens counted
     cached_dollars: float = 0.0  # what those cached replies cost when first paid (the cost without a cache)
+    retries: int = 0  # requests sent again after a 429 or 5xx (each one also costs a request)
+    # errors by kind (``count_error`` keeps them summing to ``errors``): "timeout", "connection",
+    # "http_<status>" (4xx), "http_5xx", "empty" (a reply with nothing in it), "unreadable" (an answer that
+    # could not be parsed), "other"; logged as judge/errors/<kind>
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def count_error(self, kind: str) -> None:
+        self.errors += 1
+        self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
 
     def add(self, other: "JudgeUsage") -> "JudgeUsage":
         for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            if name == "errors_by_kind":  # a dict adds per key
+                for kind, n in other.errors_by_kind.items():
+                    self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + n
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
 
@@ -233,6 +247,7 @@ class JudgeResult:
     proposal: Proposal | None
     usage: JudgeUsage = field(default_factory=JudgeUsage)
     failure: str = ""  # why there is no proposal ("" when there is one)
+    error: str = ""  # the kind of failed request that lost the proposal ("http_401", ...); "" when none did
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""GiGPO against the worked vector of ../shared/research/algorithms.md §2 and its definition."""
+"""GiGPO against a worked vector computed by hand from its definition (docs/methods/gigpo.md)."""
 
 from __future__ import annotations
 

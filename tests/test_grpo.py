@@ -1,4 +1,4 @@
-"""GRPO advantages against hand computations from the definition (algorithms.md §1.1).
+"""GRPO advantages against hand computations from the definition (docs/methods/grpo.md).
 
 Row score of turn t of trajectory i:  scale * won_i - invalid_penalty * (not format_valid_t)
                                       = 10 * won - 0.1 * invalid   (the defaults)

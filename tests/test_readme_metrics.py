@@ -1,9 +1,10 @@
-"""Every metric a built-in credit method logs has a row in the README's metrics table.
+"""The README's tables against the code: every metric a built-in credit method logs has a row in the
+metrics table, and the credit-methods table lists every field of every built-in method.
 
-Each method assigns one small batch with stand-ins for what it reaches through its context (a Brancher
-whose success rate grows with the branch turn, a judge that proposes turns 0-1 of the success, a critic
-that labels every turn Good), so that the metrics logged only on some paths (ProVer's Delta and
-acceptance rate, SPO's tree counts) are produced too. The trainer's own metrics are checked by
+For the metrics, each method assigns one small batch with stand-ins for what it reaches through its
+context (a Brancher whose success rate grows with the branch turn, a judge that proposes turns 0-1 of the
+success, a critic that labels every turn Good), so that the metrics logged only on some paths (ProVer's
+Delta and acceptance rate) are produced too. The trainer's own metrics are checked by
 ``test_e2e.py::test_every_logged_metric_is_documented``.
 """
 
@@ -28,9 +29,13 @@ from prover.types import JudgeResult, JudgeUsage, Proposal, Segment, Trajectory
 BUILT_IN = [e.name for e in CREDIT.entries() if e.origin == "code"]
 
 
-def metrics_table() -> str:
+def readme_section(heading: str) -> str:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    return readme.split("### Metrics", 1)[1].split("\n## ", 1)[0]
+    return readme.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+
+
+def metrics_table() -> str:
+    return readme_section("### Metrics")
 
 
 class RisingValues:
@@ -42,8 +47,8 @@ class RisingValues:
         for r in requests:
             won = np.array([k < min(r.n, r.turn + 1) for k in range(r.n)])
             prefix = r.trajectory.turns[:r.turn + 1]
-            conts = [Trajectory(f"{r.trajectory.traj_id}@{r.turn}/{k}", r.trajectory.task_id, "", turns=list(prefix),
-                                won=bool(won[k])) for k in range(r.n)]
+            conts = [Trajectory(f"{r.trajectory.traj_id}@{r.turn}/{k}", r.trajectory.task_id, "",
+                                turns=list(prefix), won=bool(won[k])) for k in range(r.n)]
             out.append(BranchResult(r, won, won.astype(float), 3 * r.n, conts))
         return out
 
@@ -53,7 +58,8 @@ class FirstTwoTurns(Judge):
 
     def propose(self, request):
         usage = JudgeUsage(calls=1, prompt_tokens=10, completion_tokens=5, dollars=0.001)
-        return JudgeResult(Proposal(Segment(request.success.traj_id, 0, 1), "it picks up the mug"), usage=usage)
+        segment = Segment(request.success.traj_id, 0, 1)
+        return JudgeResult(Proposal(segment, "it picks up the mug"), usage=usage)
 
 
 class AllGood(ChatModel):
@@ -70,7 +76,8 @@ def make_method(name: str):
 
 
 def test_every_built_in_method_is_checked():
-    assert {"grpo", "budget-matched-grpo", "gigpo", "spo-chain", "spo-tree", "criticsearch", "prover"} <= set(BUILT_IN)
+    want = {"grpo", "budget-matched-grpo", "gigpo", "spo-chain", "spo-tree", "criticsearch", "prover"}
+    assert want <= set(BUILT_IN)
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -84,3 +91,23 @@ def test_every_credit_metric_is_documented(name, make_batch):
     table = metrics_table()
     missing = sorted(m for m in metrics if f"`{m}`" not in table)
     assert not missing, f"{name}: metrics not documented in README.md's metrics table: {missing}"
+
+
+def credit_table() -> list[str]:
+    """The first table of the README's "Credit methods" section: its lines up to the first non-table line."""
+    lines = readme_section("## Credit methods").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_the_credit_table_lists_every_field_of_the_method(name):
+    rows = [line for line in credit_table() if line.startswith(f"| `{name}` |")]
+    assert len(rows) == 1, f"README.md's credit-methods table (one table) needs exactly one row for {name!r}"
+    fields = rows[0].split(" | ")[2]
+    missing = [f for f in CREDIT.get(name).Config.model_fields
+               if f"`{f}`" not in fields and f"`{f}.*`" not in fields]
+    assert not missing, f"{name}: fields not listed in README.md's credit-methods table: {missing}"
+    notes = Path(__file__).resolve().parents[1] / "docs" / "methods" / f"{name}.md"
+    assert notes.is_file() and f"(docs/methods/{name}.md)" in rows[0], f"{name}: no note linked from the row"

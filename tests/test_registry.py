@@ -1,4 +1,5 @@
-"""The Registry's three error paths, lazy entry points, and that a broken plugin breaks only itself."""
+"""The Registry's three error paths, lazy entry points, that a broken plugin breaks only itself, that a
+plugin of the wrong kind is refused when loaded, and that two distributions may not claim one name."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from types import SimpleNamespace
+
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
-from prover.registry import AUTOLOAD_OFF_VAR, ENVS, Registry
+from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, ENGINES, ENVS, JUDGES, Registry
 
 NO_GROUP = "prover.tests-no-such-group"  # a group no distribution declares: known names stay exact
 
@@ -134,7 +137,7 @@ def fake_plugin(tmp_path: Path) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[prover.envs]\nfake-good = fakeplug_good:GoodEnv\nfake-broken = fakeplug_broken:BrokenEnv\n")
-    (tmp_path / "fakeplug_good.py").write_text("class GoodEnv:\n    pass\n")
+    (tmp_path / "fakeplug_good.py").write_text("from prover.envs import TextEnv\n\nclass GoodEnv(TextEnv):\n    pass\n")
     (tmp_path / "fakeplug_broken.py").write_text("raise RuntimeError('fakeplug exploded on import')\n")
     return tmp_path
 
@@ -209,3 +212,67 @@ def test_textmaze_plugin_is_installed_and_found_through_its_entry_point(
     for name in ("textmaze", "textmaze-v0"):
         assert origins.get(name, "").startswith("entry point (prover-textmaze"), origins
         assert ENVS.get(name) is prover_textmaze.TextMazeEnv
+
+
+# -- contracts and clashes, with fake entry points ------------------------------------------------
+FAKE_GROUP = "prover.tests-fake-entry-points"
+
+
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *eps: tuple[str, str, str]) -> None:
+    """``importlib.metadata.entry_points(group=FAKE_GROUP)`` gives ``(name, target, distribution)`` each."""
+    real = importlib.metadata.entry_points
+    fakes = [SimpleNamespace(name=n, value=v, dist=SimpleNamespace(name=d, version="1.0")) for n, v, d in eps]
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda **kw: fakes if kw.get("group") == FAKE_GROUP else real(**kw))
+    monkeypatch.delenv(AUTOLOAD_OFF_VAR, raising=False)
+
+
+def test_two_distributions_registering_one_name_is_an_error_naming_both(monkeypatch) -> None:
+    fake_entry_points(monkeypatch, ("maze", "prover_textmaze:TextMazeEnv", "prover-textmaze"),
+                      ("maze", "collections:OrderedDict", "other-mazes"),
+                      ("same", "prover_textmaze:TextMazeEnv", "prover-textmaze"),
+                      ("same", "prover_textmaze:TextMazeEnv", "a-repackaging"))
+    reg = Registry("env", FAKE_GROUP, "prover.envs:TextEnv")
+    assert reg.names() == ["maze", "same"]  # listing still works
+    for _ in range(2):
+        with pytest.raises(DuplicateName) as err:
+            reg.get("maze")
+        msg = str(err.value)
+        assert "'maze'" in msg and "prover-textmaze 1.0" in msg and "other-mazes 1.0" in msg and "\n" not in msg
+    assert reg.get("same").__name__ == "TextMazeEnv"  # the same target twice is no clash
+    assert reg.get("prover_textmaze:TextMazeEnv").__name__ == "TextMazeEnv"  # the way around it
+
+
+def test_an_entry_point_of_the_wrong_kind_names_the_plugin_and_its_distribution(monkeypatch) -> None:
+    fake_entry_points(monkeypatch, ("wrong", "collections:OrderedDict", "wrongplug"),
+                      ("never", "no_such_module_xyz:Env", "wrongplug"))
+    reg = Registry("env", FAKE_GROUP, "prover.envs:TextEnv")
+    for _ in range(2):  # the refused object is not cached as a success
+        with pytest.raises(PluginLoadError) as err:
+            reg.get("wrong")
+        msg = str(err.value)
+        assert msg.startswith("env 'wrong' (from entry point (wrongplug 1.0)): collections.OrderedDict is not "
+                              "a prover.envs.TextEnv subclass") and "\n" not in msg
+    assert "no_such_module_xyz" not in sys.modules  # only the loaded entry is imported and checked
+
+
+@pytest.mark.parametrize("registry, base", [(ENVS, "prover.envs.TextEnv"), (CREDIT, "prover.credit.CreditAssigner"),
+                                            (JUDGES, "prover.judges.Judge"), (ENGINES, "prover.engines.base.Engine")])
+def test_each_kind_refuses_a_module_object_string_of_the_wrong_kind(registry, base) -> None:
+    with pytest.raises(PluginLoadError) as err:
+        registry.get("json:JSONDecoder")
+    msg = str(err.value)
+    assert msg.startswith(f"{registry.kind} 'json:JSONDecoder' (from module:Object string): json.decoder.JSONDecoder")
+    assert base in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("override", ["credit.name=collections:OrderedDict", "judge.name=json:JSONDecoder",
+                                      "engine.name=collections:OrderedDict"])
+def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_path, capsys) -> None:
+    from prover.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", override, f"run.dir={run}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prover: error: ") and "plugin must be one" in err[0], err
+    assert not run.exists()

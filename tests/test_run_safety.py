@@ -49,6 +49,7 @@ BAD_STARTS = {
     "judge key unset": (["judge.name=litellm", "judge.model=openai/gpt-x", "judge.api_key_env=PROVER_TEST_UNSET_KEY"],
                         "'PROVER_TEST_UNSET_KEY'"),
     "provider key unset": (["judge.name=litellm", "judge.model=gpt-5.4-mini"], "OPENAI_API_KEY"),
+    "grpo at G=1": (["credit.name=grpo", "rollout.group_size=1"], "gives it no signal"),
 }
 
 
@@ -160,3 +161,225 @@ def test_resume_reads_the_runs_own_config_in_every_spelling(finished_run, tmp_pa
         assert (cfg["model"]["tiny"]["hidden_size"], cfg["rollout"]["group_size"], cfg["steps"]) == (32, 3, 2)
         steps = [json.loads(ln)["step"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
         assert steps == [0, 1, 1, 2, 2]
+
+
+# -- faulty envs and non-finite numbers ---------------------------------------------------------------------
+
+from prover.envs.alfworld_sim.env import AlfworldSimEnv  # noqa: E402
+
+
+class NaNRewardEnv(AlfworldSimEnv):
+    """alfworld-sim whose third step of every episode pays a NaN reward."""
+
+    def step(self, action):
+        obs, reward, term, trunc, info = super().step(action)
+        self._steps_seen = getattr(self, "_steps_seen", 0) + 1
+        return obs, (float("nan") if self._steps_seen % 3 == 0 else reward), term, trunc, info
+
+    def reset(self, *args, **kwargs):
+        self._steps_seen = 0
+        return super().reset(*args, **kwargs)
+
+
+class RaisingEnv(AlfworldSimEnv):
+    """alfworld-sim whose second step raises, and whose reset of task seed 13 answers info=None."""
+
+    def step(self, action):
+        self._steps_seen = getattr(self, "_steps_seen", 0) + 1
+        if self._steps_seen == 2:
+            raise RuntimeError("the simulator lost its socket\nsecond line")
+        return super().step(action)
+
+    def reset(self, *args, seed=None, **kwargs):
+        self._steps_seen = 0
+        obs, info = super().reset(*args, seed=seed, **kwargs)
+        return (obs, None) if seed == 13 else (obs, info)
+
+
+def _groups(folder: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (folder / "groups.jsonl").read_text().splitlines()]
+
+
+def test_an_env_that_raises_or_pays_nan_ends_its_episodes_as_failed_env_errors(tmp_path):
+    from conftest import TINY_RUN
+    from prover.config import load_config
+    from prover.rollout import Rollout
+    from prover.engines.hf import HFEngine
+    from prover.types import SamplingParams
+    from prover.envs import make_env
+
+    folder = tmp_path / "run"
+    argv = [*TINY_RUN, "steps=1", f"run.dir={folder}", f"env.name={__name__}:NaNRewardEnv", "credit.name=grpo",
+            "rollout.max_env_error_share=1.0", "run.save_groups=2", "warmstart.enabled=false"]
+    assert main(["train", *argv]) == 0
+    [train] = [json.loads(ln) for ln in (folder / "metrics.jsonl").read_text().splitlines() if '"train"' in ln]
+    episodes = 2 * 3  # groups_per_step x group_size of TINY_RUN
+    assert 0 < train["rollout/env_errors"] <= episodes and all(v == v for v in train.values() if isinstance(v, float))
+    errors = [t["env_error"] for g in _groups(folder) for t in g["trajectories"] if t["env_error"]]
+    assert errors and all(e == "reward is nan" for e in errors)
+
+    # a raising step and a reset without info, through the rollout itself
+    cfg = load_config(None, [*TINY_RUN, f"run.dir={folder}"])
+    engine = HFEngine(sorted((folder / "models").glob("base-*"))[0])
+    rollout = Rollout(lambda: make_env(f"{__name__}:RaisingEnv"), engine, max_turns=cfg.rollout.max_turns,
+                      sampling=SamplingParams(max_new_tokens=8, temperature=1.0))
+    batch = rollout.run([12, 13], group_size=2, seed=1)
+    by_task = {g.task_id: g.trajectories for g in batch.groups}
+    assert all(t.env_error == "info is NoneType, not a dict" and not t.turns for t in by_task["train/13"])
+    for t in by_task["train/12"]:  # the episodes that got to step 2 ended there, failed, with the first line kept
+        assert len(t.turns) <= 2 and not t.won
+        assert t.env_error == ("RuntimeError: the simulator lost its socket" if len(t.turns) == 2 else "")
+
+
+def test_too_many_env_faults_in_a_step_stop_the_run_with_one_line(tmp_path, capsys, tiny_policy_dir):
+    from conftest import TINY_RUN
+
+    argv = [*TINY_RUN, "steps=2", f"run.dir={tmp_path / 'run'}", f"env.name={__name__}:RaisingEnv",
+            f"model.path={tiny_policy_dir}", "credit.name=grpo", "rollout.max_env_error_share=0.1",
+            "warmstart.enabled=false", "rollout.max_turns=3"]
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "failed in" in err[0] and "RuntimeError: the simulator lost its socket" in err[0]
+
+
+class NaNCredit:
+    """A credit method whose every advantage is NaN (a broken plugin)."""
+
+    from prover.credit.grpo import GRPO as _GRPO
+
+    class Method(_GRPO):
+        def assign(self, batch, ctx):
+            adv = super().assign(batch, ctx)
+            for g in adv.values:
+                for tr in g:
+                    for a in tr:
+                        a[:] = float("nan")
+            return adv
+
+
+def test_non_finite_advantages_never_reach_the_weights_and_stop_the_run(tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+    from conftest import TINY_RUN
+
+    folder = tmp_path / "run"
+    argv = [*TINY_RUN, "steps=5", f"run.dir={folder}", f"credit.name={__name__}:NaNCredit.Method",
+            "learner.max_nonfinite_steps=2", "learner.skip_zero_advantage_rows=false"]
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr()
+    assert "2 steps in a row met non-finite" in err.err and len(err.err.strip().splitlines()) == 1
+    assert "step 1: non-finite numbers" in err.out
+    train = [json.loads(ln) for ln in (folder / "metrics.jsonl").read_text().splitlines() if '"train"' in ln]
+    assert [r["step"] for r in train] == [1] and train[0]["learner/nonfinite_rows"] == train[0]["learner/rows"] + \
+        train[0]["learner/nonfinite_rows"] > 0  # every row dropped, none trained
+    start = load_file(sorted((folder / "models").glob("warmstart-*"))[0] / "model.safetensors")
+    saved = load_file(folder / "checkpoints" / "step-1" / "model.safetensors")
+    assert all(torch.isfinite(v).all() for v in saved.values())
+    assert all(torch.equal(start[k], saved[k]) for k in start)  # nothing was learned from NaN
+
+
+# -- resume after a torn file or a damaged checkpoint ------------------------------------------------------
+
+def test_resume_survives_a_torn_groups_file_and_falls_back_from_a_damaged_checkpoint(tmp_path, capsys):
+    from conftest import TINY_RUN
+
+    folder = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "steps=2", "run.save_groups=1", f"run.dir={folder}"]) == 0
+    assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step-1", "step-2"]
+    manifest = json.loads((folder / "checkpoints" / "step-2" / "manifest.json").read_text())
+    assert manifest["model.safetensors"]["bytes"] == (folder / "checkpoints" / "step-2" / "model.safetensors").stat().st_size
+    # a full disk mid-step: groups.jsonl ends in half a record, and step 2's weights were cut short
+    with (folder / "groups.jsonl").open("a") as f:
+        f.write('{"step": 3, "group": 0, "traj')
+    weights = folder / "checkpoints" / "step-2" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert main(["train", "--resume", "--run-dir", str(folder), "steps=3"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "checkpoint step-2 is damaged (model.safetensors has 1000 bytes, its manifest says" in out
+    assert "resuming from step-1 instead" in out
+    steps = [(r["phase"], r["step"]) for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines())]
+    assert steps == [("eval", 0), ("train", 1), ("train", 2), ("train", 3), ("eval", 3)]
+    groups = [json.loads(ln)["step"] for ln in (folder / "groups.jsonl").read_text().splitlines()]
+    assert groups == [1, 2, 3]
+
+
+def test_no_intact_checkpoint_is_one_line_naming_each_damage(tmp_path, capsys):
+    from conftest import TINY_RUN
+
+    folder = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "steps=1", f"run.dir={folder}"]) == 0
+    (folder / "checkpoints" / "step-1" / "optimizer.pt").unlink()
+    assert main(["train", "--resume", "--run-dir", str(folder), "steps=2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no intact checkpoint" in err[0] and "optimizer.pt is missing" in err[0]
+
+
+# -- OS errors are one line naming the path -------------------------------------------------------------------
+
+@pytest.fixture
+def mounted(tmp_path):
+    """mount(options) -> a fresh tmpfs folder mounted with ``options`` (e.g. "ro", "size=2m"); unmounted after.
+    Root ignores file modes, so a read-only or full file system is the real way to refuse root a write."""
+    mounts = []
+
+    def mount(options: str) -> Path:
+        point = tmp_path / f"mnt{len(mounts)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounts.append(point)
+        return point
+
+    yield mount
+    for point in mounts:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prover: error: ") and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_run_folders_that_cannot_be_written_are_one_line(tmp_path, mounted, capsys):
+    (tmp_path / "afile").write_text("x")
+    assert main(["train", f"run.dir={tmp_path / 'afile'}", "steps=1"]) == 2
+    assert "is a file, not a folder" in _one_line(capsys)
+    assert main(["train", f"run.dir={tmp_path / 'afile' / 'run'}", "steps=1"]) == 2
+    assert "is a file" in _one_line(capsys)
+    ro = mounted("ro,size=1m")
+    assert main(["train", f"run.dir={ro / 'run'}", "steps=1"]) == 2
+    assert f"is under the read-only folder '{ro}'" in _one_line(capsys)
+    assert main(["train", f"run.dir={ro}", "steps=1"]) == 2
+    assert "is read-only" in _one_line(capsys)
+
+
+def test_view_into_a_read_only_folder_and_a_non_utf8_config_are_one_line(finished_run, tmp_path, mounted, capsys):
+    ro = mounted("ro,size=1m")
+    assert main(["view", str(finished_run), "--out", str(ro / "report.html")]) == 2
+    line = _one_line(capsys)
+    assert "Read-only file system" in line and str(ro / "report.html") in line
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"steps: 2\nseed: \xff\xfe\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "is not UTF-8 text" in _one_line(capsys)
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_stays(tmp_path, mounted, capsys):
+    from conftest import TINY_RUN
+
+    disk = mounted("size=24m")
+    folder = disk / "run"
+    assert main(["train", *TINY_RUN, "steps=1", f"run.dir={folder}"]) == 0
+    capsys.readouterr()
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"\0" * max(free - 200_000, 0))  # room for metrics, not for a checkpoint
+    assert main(["train", "--resume", "--run-dir", str(folder), "steps=2"]) == 2
+    line = _one_line(capsys)
+    assert "could not write the checkpoint of step 2" in line and "the last checkpoint is intact" in line
+    (disk / "filler").unlink()
+    from prover.run import checkpoint_problem
+
+    assert checkpoint_problem(folder / "checkpoints" / "step-1", verify_hashes=True) == ""
+    assert not (folder / "checkpoints" / "step-2").exists()

@@ -23,7 +23,26 @@ from prover.types import JudgeResult, Proposal, Segment
 from prover.view import render, write_report
 
 EVIL = "You see a <script>alert(1)</script> mug & a <b>knife</b>\x0b. "
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+# the browser, under its Debian name first, and the Debian package that brings each missing piece
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+PACKAGES = {"chromium": "chromium", "chromedriver": "chromium-driver"}
+
+
+def chromium() -> str | None:
+    return next(filter(None, map(shutil.which, BROWSERS)), None)
+
+
+def browser_missing() -> str | None:
+    """Why the headless-Chromium test cannot run here, naming each missing piece, or None. The driver is
+    checked too: without ``chromedriver`` selenium would try to download one, which fails offline."""
+    found = {"chromium": chromium(), "chromedriver": shutil.which("chromedriver")}
+    missing = [name for name, path in found.items() if path is None]
+    if not missing:
+        return None
+    return f"needs {' and '.join(missing)} (apt-get install {' '.join(PACKAGES[m] for m in missing)})"
+
+
+CHROMIUM = chromium()
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1300,1400"]
@@ -92,8 +111,21 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium chromium-driver)")
+@pytest.mark.parametrize("present, reason", [
+    ({"chromium", "chromedriver"}, None),
+    ({"chromium-browser", "chromedriver"}, None),
+    ({"chromium"}, "needs chromedriver (apt-get install chromium-driver)"),
+    ({"chromedriver"}, "needs chromium (apt-get install chromium)"),
+    (set(), "needs chromium and chromedriver (apt-get install chromium chromium-driver)"),
+], ids=["both", "other-browser-name", "no-driver", "no-browser", "neither"])
+def test_the_browser_test_skips_naming_each_missing_piece(monkeypatch, present, reason):
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}" if name in present else None)
+    assert browser_missing() == reason
+
+
 def test_report_renders_in_headless_chromium(hand_run, tmp_path):
+    if reason := browser_missing():
+        pytest.skip(reason)
     path = write_report(hand_run)
     shot = tmp_path / "report.png"
     proc = subprocess.run([CHROMIUM, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",

@@ -130,7 +130,9 @@ def load_bench_config(path: str | Path | None, overrides: list[str] | tuple[str,
         if not p.is_file():
             raise ConfigError(f"bench config {str(p)!r} does not exist")
         try:
-            tree = yaml.safe_load(p.read_text()) or {}
+            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError:
+            raise ConfigError(f"bench config {str(p)!r} is not UTF-8 text") from None
         except yaml.YAMLError:
             raise ConfigError(f"bench config {str(p)!r} is not valid YAML") from None
         if not isinstance(tree, dict):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from prover.errors import CapabilityError
+from prover.errors import CapabilityError, ConfigError
 from prover.types import Advantages, Batch, Group, Trajectory
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class CreditAssigner:
 
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     needs_snapshots: ClassVar[bool] = False  # branches from recorded states (refused on envs without snapshots)
+    needs_groups: ClassVar[bool] = False  # compares the episodes of a group (GRPO's baseline): refused at G = 1
 
     def __init__(self, config: MethodConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
@@ -64,6 +65,9 @@ class CreditAssigner:
     def validate_config(cls, train_cfg: "TrainConfig") -> None:
         """Refuse bad method fields and missing capabilities before any work starts."""
         cls.parse_config(train_cfg)
+        if cls.needs_groups and train_cfg.rollout.group_size < 2:
+            raise ConfigError(f"credit {train_cfg.credit.name!r} compares the episodes of a task's group, so "
+                              "rollout.group_size=1 gives it no signal; use 2 or more (verl-agent and ProVer: 8)")
         if cls.needs_snapshots:
             from prover.registry import ENVS
 

@@ -8,7 +8,7 @@ mixed with GRPO's outcome advantage.
 
 Paper: "CriticSearch", arXiv 2511.12159 (ACL Findings 2026): a frozen, asymmetric critique LLM sees the
 question, the full trajectory and the gold answer and labels each turn; turn reward, its normalisation
-within the trajectory and the hybrid with alpha = 0.25 as summarised in ../shared/research/algorithms.md §4
+within the trajectory and the hybrid with alpha = 0.25 as summarised in docs/methods/criticsearch.md
 (the paper's PDF was not readable; its equation numbers are not known).
 
 Departures and choices:
@@ -136,6 +136,7 @@ def turn_credit(good: list[bool], eps: float) -> np.ndarray:
 
 @CREDIT.register("criticsearch")
 class CriticSearch(CreditAssigner):
+    needs_groups = True
     Config = CriticSearchConfig
 
     def __init__(self, config: CriticSearchConfig | None = None, critic: ChatModel | None = None) -> None:

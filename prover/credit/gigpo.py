@@ -9,7 +9,7 @@
 F is the unbiased std plus eps (mode "mean_std_norm") or 1 ("mean_norm").
 
 Paper: Feng et al., "Group-in-Group Policy Optimization for LLM Agent Training", arXiv 2505.10978,
-eqs. 3-8; semantics as in verl-agent's gigpo/core_gigpo.py (../shared/research/algorithms.md §2).
+eqs. 3-8; semantics as in verl-agent's gigpo/core_gigpo.py (docs/methods/gigpo.md).
 
 Departures and choices:
 1. Anchor states are ``Turn.state_key`` by default (the env's true state: text collides, e.g. every
@@ -117,6 +117,7 @@ def anchor_groups(keys: list[Hashable], thresh: float | None) -> list[list[int]]
 @CREDIT.register("gigpo")
 class GiGPO(CreditAssigner):
     Config = GiGPOConfig
+    needs_groups = True
 
     def _group(self, group: Group, ctx: CreditContext) -> list[np.ndarray]:
         cfg, reward = self.config, ctx.config.reward

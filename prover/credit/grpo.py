@@ -6,9 +6,9 @@
 
 Paper: DeepSeekMath, arXiv 2402.03300, eq. (3) (outcome supervision); multi-turn use as in
 verl-agent (arXiv 2505.10978 §4), which trains one row per turn; reference code: verl's
-``core_algos.compute_grpo_outcome_advantage`` (../shared/research/algorithms.md §1.1).
+``core_algos.compute_grpo_outcome_advantage`` (docs/methods/grpo.md).
 
-Departures and choices (all switches; see ../shared/research/algorithms.md §1.1 and §8):
+Departures and choices (all switches; see docs/methods/grpo.md):
 1. ``norm="mean"`` is the default, not verl's std division: it is the Prime-RL setting the ProVer
    paper trained with, and this ``GRPOConfig`` is the one GRPO base of grpo, budget-matched-grpo,
    prover and criticsearch, so ProVer and GRPO differ by one thing, the verified bonus.
@@ -72,6 +72,7 @@ def grpo_turn_advantages(group: Group, ctx: CreditContext, cfg: GRPOConfig) -> l
 @CREDIT.register("grpo")
 class GRPO(CreditAssigner):
     Config = GRPOConfig
+    needs_groups = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         per_turn = [grpo_turn_advantages(g, ctx, self.config) for g in batch.groups]

@@ -11,7 +11,7 @@
 Paper: ProVer (Propose, Verify, Credit), arXiv 2609.36178: the segment as one temporally extended
 action with advantage V(s_post) - V(s_pre), its Monte-Carlo estimate (conditionally unbiased,
 Appendix B) and the positive-only credit rule; we work from the summary in
-../shared/research/algorithms.md §6.1 (the PDF itself was not readable here).
+docs/methods/prover.md (the PDF itself was not readable here).
 
 Departures and choices (all switches):
 1. Bonus units. The paper's rewards are binary, so its GRPO advantage R_i - mean and its Delta (a
@@ -19,7 +19,7 @@ Departures and choices (all switches):
    (verl-agent's 10 * won), so the default multiplies the bonus by ``reward.scale`` to keep the
    paper's ratio of bonus to advantage; ``bonus_units="success"`` adds lambda * Delta as written. With
    ``norm="std"`` the GRPO advantage is in units of the group's std and neither choice matches it
-   exactly (algorithms.md §8.7); the paper centres without std, our default here.
+   exactly (docs/methods/prover.md); the paper centres without std, our default here.
 2. Delta counts wins of the continuations (the paper's success probability), not their partial-credit
    reward (webshop-sim's score), which still enters the GRPO term through R_i.
 3. Eligibility scales with the group size. The paper's "1-3 wins of 8" is read as shares of the group,
@@ -47,6 +47,7 @@ from prover.credit.base import CreditContext, WinRangeConfig, broadcast, in_win_
 from prover.credit.grpo import GRPO, GRPOConfig, grpo_turn_advantages
 from prover.errors import ConfigError
 from prover.judges.base import can_yield_segment, validate_segment
+from prover.judges.health import FailureWatch, judge_metrics, reason_text
 from prover.registry import CREDIT
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest, JudgeUsage
@@ -86,6 +87,10 @@ class ProVer(GRPO):
     Config = ProVerConfig
     needs_snapshots = True
 
+    def __init__(self, config: ProVerConfig | None = None) -> None:
+        super().__init__(config)
+        self.judge_watch = FailureWatch()  # steps in a row in which every judge request failed
+
     @classmethod
     def validate_config(cls, train_cfg) -> None:
         super().validate_config(train_cfg)
@@ -109,6 +114,9 @@ class ProVer(GRPO):
         usage, valid, dropped, checked = JudgeUsage(), [], 0, []
         for (gi, req), res in zip(jobs, results):
             usage.add(res.usage)
+            if res.proposal is None and res.failure:  # kept for groups.jsonl: why this group got no proposal
+                checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure)))
+                dropped += bool(res.error)  # lost to a failed request, not a judge that found nothing
             if res.proposal is not None:
                 seg, why = res.proposal.segment, res.proposal.rationale
                 problem = validate_segment(req, seg)
@@ -117,6 +125,7 @@ class ProVer(GRPO):
                 else:
                     dropped += 1
                     checked.append(CheckedSegment(gi, seg, None, False, problem, why))
+        self.judge_watch.observe(usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
         branches = [BranchRequest(req.success, turn, cfg.samples)
                     for _, req, seg, _ in valid for turn in (seg.start_turn, seg.end_turn + 1)]
         outcomes = ctx.brancher.continue_from(branches, seed=seed) if branches else []
@@ -138,6 +147,7 @@ class ProVer(GRPO):
             "judge/cached_calls": float(usage.cached_calls),
             "judge/calls": float(usage.calls), "judge/errors": float(usage.errors),
             "judge/repairs": float(usage.repairs), "judge/tool_calls": float(usage.tool_calls),
+            **judge_metrics(usage),  # judge/retries, judge/errors/<kind>
         }
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)

@@ -10,14 +10,14 @@
                  over the kept tokens of the assigned trajectories of the batch
 
 Paper: Guo et al., "Segment Policy Optimization", arXiv 2505.23564, §3 (SPO-chain) and eq. (5)-(7);
-semantics as in AIFrameResearch/SPO (../shared/research/algorithms.md §3.1 and §3.4).
+semantics as in AIFrameResearch/SPO (docs/methods/spo-chain.md).
 
 Preset ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[1, 3]`` (of 8, scaled
 to the group size), ``whiten=true`` and ``prob_mask=true``, each unless the run sets that field itself.
 
 Departures (SPO was built for single-turn reasoning):
 1. Segments are runs of whole turns and values are estimated by restoring env snapshots (the
-   mapping proposed in algorithms.md §3.4); the paper cuts inside one response.
+   mapping in docs/methods/spo-chain.md); the paper cuts inside one response.
 2. The first boundary is always turn 0, so the first segment is measured against V(s_0) (the paper's
    chain gives the first segment 0 unless it has a value for the prompt-only state).
 3. Values are success rates times ``reward.scale``, on the same scale as the other methods.

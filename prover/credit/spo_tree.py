@@ -11,12 +11,11 @@
     optional:     probability mask and whitening over the kept tokens of the edges, as in SPO-chain
 
 Paper: Guo et al., "Segment Policy Optimization", arXiv 2505.23564, §4 (SPO-tree); semantics as in
-AIFrameResearch/SPO ``_construct_tree`` and ``extract_edges_from_tree`` (../shared/research/algorithms.md
-§3.2 and §3.4).
+AIFrameResearch/SPO ``_construct_tree`` and ``extract_edges_from_tree`` (docs/methods/spo-tree.md).
 
 Preset ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[1, 3]`` (of 8, scaled
 to the group size), ``whiten=true`` and ``prob_mask=true`` (the reference trainer applies both to tree
-edges, algorithms.md §3.2 point 4), each unless the run sets that field itself.
+edges, docs/methods/spo-tree.md), each unless the run sets that field itself.
 
 Departures:
 1. A segment is ``turns_per_level`` whole agent turns (the paper: at most M tokens of one response);

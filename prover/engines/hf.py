@@ -110,6 +110,21 @@ def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
+def _kwargs_model(engine_cls: type) -> type:
+    """A pydantic model of the constructor's keyword arguments (less the run's own), built from its
+    signature so the check can never drift from what the constructor takes."""
+    import inspect
+    import typing
+
+    from pydantic import ConfigDict, create_model
+
+    hints = typing.get_type_hints(engine_cls.__init__)
+    fields = {name: (hints.get(name, Any), p.default)
+              for name, p in inspect.signature(engine_cls.__init__).parameters.items()
+              if name != "self" and name not in engine_cls.RUN_ARGS and p.default is not p.empty}
+    return create_model(f"{engine_cls.__name__}Kwargs", __config__=ConfigDict(extra="forbid"), **fields)
+
+
 class HFEngine:
     """Sampling with ``model.generate``; log-probs are of the temperature-scaled distribution."""
 
@@ -121,6 +136,21 @@ class HFEngine:
         self.batch_size = batch_size
         self.stop_ids = stop_ids(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
+
+    # set by the run from model.path / model.dtype, never through engine.kwargs
+    RUN_ARGS = {"model_path": "model.path", "dtype": "model.dtype"}
+
+    @classmethod
+    def validate_kwargs(cls, kwargs: dict[str, Any]) -> Any:
+        """``engine.kwargs`` checked against the constructor's own arguments when the config loads, so a
+        typo is one ConfigError naming the field, not a TypeError after the warm start."""
+        from prover.config import parse_plugin_config
+        from prover.errors import ConfigError
+
+        for key, where in cls.RUN_ARGS.items():
+            if key in kwargs:
+                raise ConfigError(f"engine.kwargs.{key} is set by the run; use {where} instead")
+        return parse_plugin_config(_kwargs_model(cls), dict(kwargs), "engine.kwargs", "hf")
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams,

@@ -1,7 +1,7 @@
 """The agentic LLM judges: ``litellm`` (any LiteLLM model or a local OpenAI-compatible server) and
 ``local`` (a Hugging Face folder in this process). Both run the same tool-calling loop.
 
-The loop, per request (ProVer's propose step, ../shared/research/algorithms.md §6.1):
+The loop, per request (ProVer's propose step, docs/methods/prover.md):
 1. The model sees the task, the successful trajectory in full with turn numbers, and one-line previews
    of the failed runs; it may call ``search_trajectory`` and ``get_segment`` (``tools.py``) for at most
    ``max_tool_turns`` replies, after which only ``submit_segment`` is offered.
@@ -30,7 +30,8 @@ from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall,
                                 assistant_message, tool_message)
 from prover.judges.local_chat import LocalSettings
-from prover.judges.tools import SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, render_trajectory, run_tool
+from prover.judges.tools import (MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, cut_text, parse_arguments,
+                                 preview, render_trajectory, run_tool)
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SYSTEM_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
@@ -40,6 +41,7 @@ most likely made the difference. Inspect the failed runs with search_trajectory 
 answer by calling submit_segment once."""
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]
 NO_RESEARCH_LEFT = "error: no research turns left; call submit_segment now"
+ECHO_CHARS = 200  # what an error message repeats of a model's bad value (it may be huge)
 
 
 class SegmentAnswer(BaseModel):
@@ -61,6 +63,11 @@ class LoopSettings(BaseModel):
     concurrency: int = Field(8, ge=1, description="Requests (groups) judged at the same time.")
     obs_chars: int = Field(600, ge=20, description="Characters of each observation shown in the successful run.")
     preview_chars: int = Field(400, ge=40, description="Characters of each failed run's preview line.")
+    max_tool_chars: int = Field(MAX_TOOL_CHARS, ge=100, description="Characters kept of each tool answer "
+                                "sent to the model (the rest is cut, and the answer says how much): every "
+                                "answer is resent with each later request and is part of its cache key.")
+    max_rationale_chars: int = Field(2000, ge=20, description="Characters kept of the model's rationale "
+                                     "for a proposal (in groups.jsonl and `prover view`).")
 
 
 def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400) -> str:
@@ -107,11 +114,11 @@ def read_answer(arguments: str | None, text: str) -> SegmentAnswer | str:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "answer"
-        return f"error: {where}: {err['msg']} (got {err.get('input')!r})"
+        return f"error: {where}: {err['msg']} (got {cut_text(repr(err.get('input')), ECHO_CHARS)})"
 
 
 def answer_tool_calls(request: JudgeRequest, reply: ChatReply, may_research: bool, messages: list[dict],
-                      usage: JudgeUsage) -> ToolCall | None:
+                      usage: JudgeUsage, max_chars: int = MAX_TOOL_CHARS) -> ToolCall | None:
     """Answer every research call of a reply (and any extra submit); return its first submit_segment."""
     submit = next((c for c in reply.tool_calls if c.name == SUBMIT), None)
     for call in reply.tool_calls:  # every call gets an answer: the API requires one per call id
@@ -123,13 +130,13 @@ def answer_tool_calls(request: JudgeRequest, reply: ChatReply, may_research: boo
         elif not may_research:
             out = NO_RESEARCH_LEFT
         else:
-            out = run_tool(request.group, call.name, call.arguments)
+            out = run_tool(request.group, call.name, call.arguments, max_chars)
         messages.append(tool_message(call.id, out))
     return submit
 
 
 def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | None,
-                 usage: JudgeUsage) -> Proposal | str:
+                 usage: JudgeUsage, rationale_chars: int = 2000) -> Proposal | str:
     """The reply's final answer as a verified-ready proposal, or the reason to send back."""
     if submit is not None:
         usage.tool_calls += 1
@@ -139,17 +146,20 @@ def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | Non
     else:
         answer = read_answer(None, reply.text)
     if isinstance(answer, str):
-        usage.errors += int(isinstance(answer, Unreadable))
+        if isinstance(answer, Unreadable):
+            usage.count_error("empty" if not reply.text.strip() and not reply.tool_calls else "unreadable")
         return answer
     segment = Segment(answer.traj_id, answer.start_turn, answer.end_turn)
     problem = validate_segment(request, segment)
-    return Proposal(segment, answer.rationale) if problem is None else problem
+    # the rationale is kept in groups.jsonl and shown by `prover view`: a runaway one is cut
+    return Proposal(segment, cut_text(answer.rationale, rationale_chars)) if problem is None else problem
 
 
 def count_reply(usage: JudgeUsage, reply: ChatReply) -> None:
     """Add what one reply cost to ``usage``: a cached reply costs nothing now and counts apart, with what
     it cost when first paid (``cached_dollars``), so that ``calls`` and ``dollars`` are what was paid."""
     usage.calls += 0 if reply.cached else 1
+    usage.retries += max(0, reply.attempts - 1)  # a cached reply has 0 attempts
     usage.cached_calls += int(reply.cached)
     usage.cached_dollars += reply.cached_dollars
     usage.prompt_tokens += reply.prompt_tokens
@@ -188,24 +198,28 @@ class AgenticJudge(Judge):
             try:
                 reply = chat.chat(messages, TOOL_SCHEMAS if may_research else [SUBMIT_SCHEMA])
             except ChatError as exc:
-                usage.errors += 1
-                return JudgeResult(None, usage, failure=f"judge request failed: {exc}")
+                usage.count_error(exc.kind)
+                usage.retries += exc.attempts - 1
+                why = f"judge request failed ({exc.kind}): {exc}"
+                return JudgeResult(None, usage, failure=why, error=exc.kind)
             count_reply(usage, reply)
             messages.append(assistant_message(reply))
-            submit = answer_tool_calls(request, reply, may_research, messages, usage)
+            submit = answer_tool_calls(request, reply, may_research, messages, usage, cfg.max_tool_chars)
             if submit is None and reply.tool_calls and may_research:
                 research += 1
                 if research == cfg.max_tool_turns:
                     messages.append({"role": "user", "content": "No research turns left: call submit_segment now."})
                 continue
-            outcome = check_answer(request, reply, submit, usage)
+            outcome = check_answer(request, reply, submit, usage, cfg.max_rationale_chars)
             if isinstance(outcome, Proposal):
                 return JudgeResult(outcome, usage)
             if repairs >= cfg.max_repairs:
-                return JudgeResult(None, usage, failure=f"no valid segment after {repairs} repair(s): {outcome}")
+                why = f"no valid segment after {repairs} repair(s): {outcome}"
+                return JudgeResult(None, usage, failure=cut_text(why, ECHO_CHARS * 2))
             repairs += 1
             usage.repairs += 1
             feedback = f"Your answer cannot be used: {outcome}. Fix it and call submit_segment again."
+            feedback = cut_text(feedback, cfg.max_tool_chars)  # the outcome may repeat a huge bad value
             messages.append(tool_message(submit.id, feedback) if submit is not None
                             else {"role": "user", "content": feedback})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from prover.types import JudgeRequest, JudgeResult, Segment
 
@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 
 class JudgeSettings(BaseModel):
+    """The fields every judge has, whatever else its ``Config`` adds."""
+
     model_config = ConfigDict(extra="forbid")
+    max_failed_steps: int = Field(3, ge=0, description="Stop the run (exit 2) after this many steps in a row "
+                                  "in which every judge request failed (a bad key, model or server), instead "
+                                  "of training on as plain GRPO; 0 never stops.")
 
 
 class Judge:

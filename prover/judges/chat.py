@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 import warnings
@@ -34,7 +35,15 @@ RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tool
 
 
 class ChatError(ProverError):
-    """A chat request failed for good: timeout, refused, server error after retries, unreadable reply."""
+    """A chat request failed for good: timeout, refused, server error after retries, unreadable reply.
+
+    ``kind`` names the failure for metrics (``judge/errors/<kind>``): "timeout", "connection",
+    "http_<status>" for a 4xx, "http_5xx", "empty" (a reply without a message) or "other";
+    ``attempts`` counts the requests sent, retries included."""
+
+    def __init__(self, message: str, kind: str = "other", attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind, self.attempts = kind, attempts
 
 
 @dataclass
@@ -158,6 +167,15 @@ class LiteLLMSettings(BaseModel):
         return value
 
 
+# What a provider's error may echo of a key, e.g. OpenAI's "Incorrect API key provided: sk-pr****wxyz"
+KEY_LIKE = re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_*.\-]{6,}|\bBearer\s+\S+", re.IGNORECASE)
+
+
+def redact_keys(text: str) -> str:
+    """``text`` with anything that looks like an API key, or a fragment of one, replaced by ***."""
+    return KEY_LIKE.sub("***", text)
+
+
 def _import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
     # Its pydantic models warn about ReadOnly TypedDicts when first built (at import and first call).
@@ -171,6 +189,19 @@ def _import_litellm() -> Any:
 def _status(exc: BaseException) -> int | None:
     code = getattr(exc, "status_code", None)
     return code if isinstance(code, int) else None
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind of a failed request (see ``ChatError``), from the exception's type and HTTP status."""
+    status = _status(exc)
+    if "Timeout" in type(exc).__name__:  # litellm.Timeout carries 408; it is no answer, not a refusal
+        return "timeout"
+    if status is not None and 400 <= status < 500:
+        return f"http_{status}"
+    # LiteLLM reports a refused connection as HTTP 500 "Connection error."
+    if "connection" in type(exc).__name__.lower() or "connection error" in str(exc).lower():
+        return "connection"
+    return "http_5xx" if status is not None and status >= 500 else "other"
 
 
 def _retry_after(exc: BaseException) -> float:
@@ -206,7 +237,7 @@ class LiteLLMChat(ChatModel):
     def _redact(self, text: str) -> str:
         if self._api_key and len(self._api_key) >= 4:
             text = text.replace(self._api_key, "***")
-        return text
+        return redact_keys(text)
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
         s = self.settings
@@ -234,7 +265,8 @@ class LiteLLMChat(ChatModel):
                                 s.max_retries, delay)
                     time.sleep(delay * (1.0 + 0.1 * random.random()))
                     continue
-                raise ChatError(f"model {s.model!r}: {what} (after {attempt + 1} attempt(s))") from None
+                raise ChatError(f"model {s.model!r}: {what} (after {attempt + 1} attempt(s))",
+                                error_kind(exc), attempt + 1) from None
             reply = self._read(resp, attempt + 1)
             if self.cache is not None:
                 self.cache.put(key, ChatReply(reply.text, reply.tool_calls, reply.prompt_tokens,
@@ -269,7 +301,8 @@ class LiteLLMChat(ChatModel):
                                       arguments=args if isinstance(args, str) else json.dumps(args)))
             text = msg.content if isinstance(msg.content, str) else ""
         except (AttributeError, IndexError, TypeError) as exc:
-            raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}") from None
+            raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}", "empty",
+                            attempts) from None
         usage = getattr(resp, "usage", None)
         return ChatReply(text, calls, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                          completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),

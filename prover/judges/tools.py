@@ -19,6 +19,8 @@ from prover.types import Group, Trajectory, Turn
 
 MAX_TOP_K = 20
 MAX_SEGMENT_TURNS = 10  # the most turns one get_segment call returns (keeps tool answers short)
+MAX_TOOL_CHARS = 8000  # the most characters of one tool answer (judge.max_tool_chars): a reply stays in
+# the conversation and is resent with every later request, so one huge observation would be paid many times
 FUZZY_CUTOFF = 0.8  # a query word matches a turn word this similar (difflib ratio): "mugs" ~ "mug"
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -36,6 +38,13 @@ class SearchHit:
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: max(0, n - 3)] + "..."
+
+
+def cut_text(text: str, max_chars: int) -> str:
+    """``text`` kept to its first ``max_chars`` characters, saying how much was cut when it was."""
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}... [cut: {len(text) - max_chars:,} more characters]"
 
 
 def turn_text(turn: Turn) -> str:
@@ -189,8 +198,13 @@ def parse_arguments(arguments: Any) -> dict | str:
     return value
 
 
-def run_tool(group: Group, name: str, arguments: Any) -> str:
-    """Answer one research tool call with text for the model. Never raises on the model's input."""
+def run_tool(group: Group, name: str, arguments: Any, max_chars: int = MAX_TOOL_CHARS) -> str:
+    """Answer one research tool call with text for the model, at most ``max_chars`` characters of it
+    (plus a note of what was cut). Never raises on the model's input."""
+    return cut_text(_answer_tool(group, name, arguments), max_chars)
+
+
+def _answer_tool(group: Group, name: str, arguments: Any) -> str:
     args = parse_arguments(arguments)
     if isinstance(args, str):
         return args

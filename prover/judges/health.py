@@ -1,0 +1,66 @@
+"""Whether a judge is answering at all: its failures as metrics, as reasons in saved groups, and a stop.
+
+A judge that fails every request (a wrong key answers HTTP 401 each time) still lets a step finish: its
+groups get no proposal and train as plain GRPO. Nothing would show it, so the failures are counted by
+kind (``judge/errors/<kind>``, ``judge/retries``), each lost proposal keeps its reason (key-free, cut to
+``REASON_CHARS``) for ``groups.jsonl``, the step line warns (``prover.progress``), and ``FailureWatch``
+stops the run with a ``JudgeError`` after ``judge.max_failed_steps`` such steps in a row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prover.errors import JudgeError
+from prover.judges.chat import redact_keys
+from prover.judges.tools import cut_text
+from prover.types import JudgeResult, JudgeUsage
+
+REASON_CHARS = 500  # what a saved group keeps of why its judge gave no proposal
+
+
+def judge_metrics(usage: JudgeUsage) -> dict[str, float]:
+    """``judge/retries`` and one ``judge/errors/<kind>`` per kind that occurred (numbers only)."""
+    out = {"judge/retries": float(usage.retries)}
+    out.update({f"judge/errors/{kind}": float(n) for kind, n in sorted(usage.errors_by_kind.items())})
+    return out
+
+
+def all_failed(usage: JudgeUsage) -> bool:
+    """Every request failed: errors, and not one reply (paid or cached) came back."""
+    return usage.errors > 0 and usage.calls + usage.cached_calls == 0
+
+
+def kinds_text(errors_by_kind: dict[str, int | float]) -> str:
+    """``{"http_401": 6}`` -> ``"http_401 x6"``, most frequent first."""
+    ranked = sorted(errors_by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{kind} x{int(n)}" for kind, n in ranked)
+
+
+def reason_text(text: str) -> str:
+    """A failure reason fit to save: one line, nothing that looks like a key, at most REASON_CHARS."""
+    return cut_text(redact_keys(" ".join(text.split())), REASON_CHARS)
+
+
+class FailureWatch:
+    """Counts the steps in a row in which every judge request failed. A step that asked the judge
+    nothing (no eligible group) neither extends nor breaks the streak: it says nothing of the judge."""
+
+    def __init__(self) -> None:
+        self.streak = 0
+
+    def observe(self, usage: JudgeUsage, results: list[JudgeResult], judge: Any, step: int) -> None:
+        """Raise ``JudgeError`` when this step makes ``judge.max_failed_steps`` (> 0; a setting of every
+        judge) all-failed steps in a row."""
+        if not results:
+            return
+        self.streak = self.streak + 1 if all_failed(usage) else 0
+        max_failed_steps = getattr(getattr(judge, "config", None), "max_failed_steps", 0)
+        if max_failed_steps <= 0 or self.streak < max_failed_steps:
+            return
+        first = next((r.failure for r in results if r.error), "")
+        raise JudgeError(
+            f"judge: every request failed in {self.streak} steps in a row (step {step}: "
+            f"{kinds_text(usage.errors_by_kind)}; first: {cut_text(reason_text(first), 200)}); stopping "
+            f"(judge.max_failed_steps={max_failed_steps}; 0 never stops): check the judge's model, server "
+            "and API key")
