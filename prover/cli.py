@@ -103,7 +103,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
             print(f"  {e.name:<22} {e.origin:<40} {target}")
             if kind == "judges":  # what a judge reads (hidden state or not) matters to a comparison
-                summary = " ".join((inspect.getdoc(e.load()) or "").split("\n\n")[0].split())
+                try:
+                    summary = " ".join((inspect.getdoc(e.load()) or "").split("\n\n")[0].split())
+                except ProverError as exc:  # a broken plugin is listed with its problem, not fatal
+                    summary = f"(does not load: {exc})"
                 if summary:
                     print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0

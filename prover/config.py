@@ -339,16 +339,21 @@ def field_help(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[t
 
 
 def _plugin_fields(prefix: str, kind: str) -> list[tuple[str, str, str]]:
-    """The own fields of every built-in credit method or judge, e.g. ``credit.norm`` of grpo."""
+    """The own fields of every credit method or judge, built in or installed (entry points), e.g.
+    ``credit.norm`` of grpo. A plugin that fails to load is one note row, so ``--help`` still prints."""
     import prover.credit  # noqa: F401  (registers the built-ins)
     import prover.judges  # noqa: F401
     from prover.registry import REGISTRIES
 
     rows = []
     for entry in REGISTRIES[kind].entries():
-        if entry.origin != "code":
+        try:
+            fields = entry.load().Config.model_fields
+        except Exception as exc:  # any failure is that plugin's, reported in its own row
+            note = " ".join(f"{type(exc).__name__}: {exc}".split())
+            rows.append((f"{prefix}* ({entry.name})", "unavailable", f"({entry.name}) fields not shown: {note}"))
             continue
-        for fname, f in entry.load().Config.model_fields.items():
+        for fname, f in fields.items():
             rows.append((f"{prefix}{fname}", repr(f.get_default(call_default_factory=True)), f"({entry.name}) {f.description or ''}"))
     return rows
 

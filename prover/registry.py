@@ -6,6 +6,10 @@ A name resolves, in order, to
    name is missing, never at ``import prover`` (gym 0.21/0.24 crashed on import from eager scans),
 3. a ``"package.module:Object"`` string.
 
+A plugin (an entry point or a ``module:Object`` string) is checked against its kind's contract (e.g. a
+``prover.envs.TextEnv`` subclass) when it is loaded, so a wrong object is one line naming the plugin.
+Two installed distributions that register the same name make that name an error naming both.
+
 Targets may be objects or ``"module:Object"`` strings; strings are imported only when asked for, so
 heavy optional dependencies load only for the name that needs them.
 """
@@ -31,11 +35,18 @@ class Entry:
     target: Any
     origin: str  # "code", "entry point (<distribution> <version>)" or "module:Object string"
     loaded: Any = None
+    check: Callable[["Entry", Any], None] | None = None  # the contract of a plugin (not of code's own)
+    conflict: str | None = None  # set when two distributions register this name
 
     def load(self) -> Any:
+        if self.conflict is not None:
+            raise DuplicateName(self.conflict)
         if self.loaded is None:
             is_str = isinstance(self.target, str)
-            self.loaded = _import_target(self.target, self.name, self.origin) if is_str else self.target
+            obj = _import_target(self.target, self.name, self.origin) if is_str else self.target
+            if self.check is not None:
+                self.check(self, obj)  # before caching: a wrong object fails on every lookup
+            self.loaded = obj
         return self.loaded
 
 
@@ -53,14 +64,41 @@ def _import_target(spec: str, name: str, origin: str = "") -> Any:
     return obj
 
 
-class Registry:
-    """Names to objects for one plugin kind, with lazy entry points and precise errors."""
+def _contract_gap(obj: Any, base: type, base_name: str) -> str | None:
+    """How ``obj`` fails to be a class that keeps ``base``'s contract, or None: a subclass, or for a
+    Protocol (whose instance attributes a class cannot show) a class with every method it declares."""
+    if getattr(base, "_is_protocol", False):
+        methods = [n for n, v in vars(base).items() if callable(v) and not n.startswith("_")]
+        missing = [n for n in methods if not callable(getattr(obj, n, None))]
+        if isinstance(obj, type) and not missing:
+            return None
+        return f"does not implement {base_name} (a class with {', '.join(methods)})"
+    if isinstance(obj, type) and issubclass(obj, base):
+        return None
+    return f"is not a {base_name} subclass"
 
-    def __init__(self, kind: str, group: str) -> None:
+
+class Registry:
+    """Names to objects for one plugin kind, with lazy entry points and precise errors.
+
+    ``contract``: the ``module:Object`` of the base class (or Protocol) every plugin of this kind must
+    implement; imported only when a plugin is loaded, so ``import prover`` stays light."""
+
+    def __init__(self, kind: str, group: str, contract: str | None = None) -> None:
         self.kind = kind  # "env", "credit assigner", ... (for messages)
         self.group = group  # entry-point group, e.g. "prover.envs"
+        self.contract = contract
         self._entries: dict[str, Entry] = {}
         self._scanned = False
+
+    def _check_contract(self, entry: Entry, obj: Any) -> None:
+        if self.contract is None:
+            return
+        gap = _contract_gap(obj, _import_target(self.contract, self.contract), self.contract.replace(":", "."))
+        if gap is not None:
+            what = f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+            raise PluginLoadError(f"{self.kind} {entry.name!r} (from {entry.origin}): {what} {gap}; every "
+                                  f"{self.kind} plugin must be one")
 
     def register(self, name: str, target: Any = None) -> Any:
         """Register ``target`` under ``name``; without a target, return a decorator."""
@@ -89,13 +127,22 @@ class Registry:
         if self._scanned or os.environ.get(AUTOLOAD_OFF_VAR, "") not in ("", "0"):
             return
         self._scanned = True
-        from importlib.metadata import entry_points
+        from importlib import metadata
 
-        for ep in entry_points(group=self.group):
+        found: dict[str, tuple[str, Entry]] = {}  # name -> (first distribution, its entry)
+        for ep in metadata.entry_points(group=self.group):
             if ep.name in self._entries:
                 continue
             dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
-            self._entries[ep.name] = Entry(ep.name, ep.value, f"entry point ({dist})")
+            if ep.name not in found:
+                found[ep.name] = dist, Entry(ep.name, ep.value, f"entry point ({dist})", check=self._check_contract)
+                continue
+            first, old = found[ep.name]
+            if old.target != ep.value and old.conflict is None:  # the same target twice is harmless
+                old.conflict = (f"{self.kind} name {ep.name!r} is registered by two installed distributions: "
+                                f"{first} ({old.target}) and {dist} ({ep.value}); uninstall one of them, "
+                                "or give the 'package.module:Object' you mean")
+        self._entries.update((name, entry) for name, (_, entry) in found.items())
 
     def get(self, name: str) -> Any:
         """The object for ``name``: code registrations, then entry points, then ``module:Object``."""
@@ -106,8 +153,9 @@ class Registry:
         if name in self._entries:
             return self._entries[name].load()
         if ":" in name:
-            obj = _import_target(name, name)
-            self._entries[name] = Entry(name, obj, "module:Object string", loaded=obj)
+            entry = Entry(name, name, "module:Object string", check=self._check_contract)
+            obj = entry.load()
+            self._entries[name] = entry
             return obj
         known = sorted(self._entries)
         close = difflib.get_close_matches(name, known, n=1)
@@ -135,8 +183,8 @@ class Registry:
         return [e.name for e in self.entries()]
 
 
-ENVS = Registry("env", "prover.envs")
-CREDIT = Registry("credit assigner", "prover.credit")
-JUDGES = Registry("judge", "prover.judges")
-ENGINES = Registry("engine", "prover.engines")
+ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv")
+CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner")
+JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge")
+ENGINES = Registry("engine", "prover.engines", "prover.engines.base:Engine")
 REGISTRIES = {"envs": ENVS, "credit": CREDIT, "judges": JUDGES, "engines": ENGINES}

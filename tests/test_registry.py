@@ -269,10 +269,11 @@ def test_each_kind_refuses_a_module_object_string_of_the_wrong_kind(registry, ba
 @pytest.mark.parametrize("override", ["credit.name=collections:OrderedDict", "judge.name=json:JSONDecoder",
                                       "engine.name=collections:OrderedDict"])
 def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_path, capsys) -> None:
+    from conftest import TINY_RUN
     from prover.cli import main
 
-    run = tmp_path / "run"
-    assert main(["train", override, f"run.dir={run}"]) == 2
+    run = tmp_path / "run"  # tiny settings: a check that came too late would still end soon
+    assert main(["train", *TINY_RUN, "steps=0", "warmstart.enabled=false", override, f"run.dir={run}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("prover: error: ") and "plugin must be one" in err[0], err
     assert not run.exists()

@@ -38,11 +38,13 @@ def add_parser(sub: Any) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from prover.bench.matrix import load_bench_config, plan
+    from prover.bench.plots import curves_unavailable
     from prover.bench.runner import run_plan, write_reports
 
     bench = load_bench_config(args.config, list(args.overrides))
     cells = plan(bench)  # every name and cell config checked before any work
-    for note in cells.skipped:
+    no_curves = curves_unavailable()  # known now, not after every cell has trained
+    for note in [*cells.skipped, *([no_curves] if no_curves else [])]:
         print(f"note: {note}", flush=True)
     failed: list[str] = []
     if not args.regen_only:

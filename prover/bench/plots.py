@@ -11,6 +11,19 @@ from pathlib import Path
 from prover.bench.tables import CellResult
 from prover.errors import ConfigError
 
+# what installs the ``bench`` extra from this repository (``prover`` is not on PyPI), or matplotlib alone
+INSTALL_HINT = "pip install -e '.[bench]' in the prover checkout, or pip install 'matplotlib>=3.7'"
+
+
+def curves_unavailable() -> str | None:
+    """Why no learning curve can be drawn (matplotlib missing), or None. ``prover bench`` asks before any
+    cell trains, so the user hears it at once rather than after the whole matrix."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return f"learning curves skipped: matplotlib is not installed ({INSTALL_HINT}); the tables are written anyway"
+    return None
+
 
 def _curve(results: list[CellResult], phase: str, key: str) -> tuple[list[int], list[float], list[float],
                                                                      list[float]]:
@@ -38,7 +51,7 @@ def plot_env(results: list[CellResult], methods: list[str], env: str, out: Path)
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        raise ConfigError("learning curves need matplotlib: pip install 'prover[bench]'") from None
+        raise ConfigError(f"learning curves need matplotlib: {INSTALL_HINT}") from None
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
     panels = [("train", "rollout/success", "training rollouts"),
               ("eval", "eval/success", "held-out evaluation")]

@@ -144,18 +144,36 @@ def comparison_notes(plan: Plan, results: list) -> list[str]:
     return [*lines, ""]
 
 
+def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -> tuple[list[Path], list[str]]:
+    """The curve PNGs that could be drawn, and a note for each that could not: the tables never wait on
+    (or fail with) matplotlib."""
+    from prover.bench.plots import curves_unavailable, plot_env
+
+    missing = curves_unavailable()
+    if missing is not None:
+        return [], [missing]
+    plots, notes = [], []
+    for env in envs:
+        try:
+            if (path := plot_env(results, methods, env, out)) is not None:
+                plots.append(path)
+        except Exception as exc:  # a broken matplotlib install or backend costs that curve only
+            notes.append(f"learning curve of {env} skipped: {' '.join(f'{type(exc).__name__}: {exc}'.split())}")
+    return plots, notes
+
+
 def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:
     """results.md, table1-3.csv and curves-<env>.png in the bench's out folder, from the finished cells."""
-    from prover.bench.plots import plot_env
-
     bench, out = plan.bench, plan.bench.out_dir
     out.mkdir(parents=True, exist_ok=True)
     results, pending = collect(plan)
     methods = [m.row for m in bench.methods if any(c.method.row == m.row for c in plan.cells)]
     judged = [m.row for m in bench.methods if m.judge is not None and m.row in methods]
-    plots = [p for env in bench.envs if (p := plot_env(results, methods, env, out)) is not None]
     files = write_csvs(results, methods, judged, bench.envs, out, plan.budget_refs)
-    notes = [*plan.skipped, *(f"failed: {f}" for f in failed),
+    plots, curve_notes = draw_curves(results, methods, bench.envs, out)
+    for note in curve_notes:
+        echo(f"note: {note}")
+    notes = [*plan.skipped, *(f"failed: {f}" for f in failed), *curve_notes,
              *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", "",
