@@ -383,3 +383,36 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_sta
 
     assert checkpoint_problem(folder / "checkpoints" / "step-1", verify_hashes=True) == ""
     assert not (folder / "checkpoints" / "step-2").exists()
+
+
+class BadTemplateEnv(AlfworldSimEnv):
+    """alfworld-sim whose prompt template names a placeholder the renderer does not fill."""
+
+    def __init__(self, **kwargs):
+        import dataclasses
+
+        super().__init__(**kwargs)
+        self.agent_spec = dataclasses.replace(self.agent_spec, first_template="Task: {task} Goal: {goal}")
+
+
+def test_a_model_without_a_chat_template_and_a_bad_prompt_template_fail_before_the_folder(
+        finished_run, tiny_policy_dir, tmp_path, capsys):
+    import shutil
+    from conftest import TINY_RUN
+
+    model = tmp_path / "no-template"
+    shutil.copytree(tiny_policy_dir, model)
+    for name in ("tokenizer_config.json", "chat_template.jinja", "chat_template.json"):
+        path = model / name
+        if path.suffix == ".json" and path.is_file() and name == "tokenizer_config.json":
+            cfg = json.loads(path.read_text())
+            cfg.pop("chat_template", None)
+            path.write_text(json.dumps(cfg))
+        elif path.is_file():
+            path.unlink()
+    before = _snapshot(finished_run)
+    assert main(["train", *TINY_RUN, "steps=1", f"run.dir={finished_run}", f"model.path={model}"]) == 2
+    assert "has no chat template" in _one_line(capsys)
+    assert main(["train", *TINY_RUN, "steps=1", f"run.dir={finished_run}", f"env.name={__name__}:BadTemplateEnv"]) == 2
+    assert "unknown placeholder 'goal'" in _one_line(capsys)
+    assert _snapshot(finished_run) == before
