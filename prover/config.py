@@ -86,7 +86,8 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
     name: str | None = Field("contrast", description="Registered judge, for credit methods that use one (ProVer): "
-                             "contrast (free, deterministic), random, or an LLM judge; null for none.")
+                             "contrast (free; reads the simulator's hidden state_key), text-contrast (free; "
+                             "what the agent saw), random, or an LLM judge (litellm, local); null for none.")
 
 
 class LearnerConfig(Section):
