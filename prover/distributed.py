@@ -7,7 +7,7 @@ metrics, checkpoints and evaluation lines. Started plainly (one process), nothin
 ``torch.distributed`` and the loop runs exactly as it always did.
 
 Merging a step's metrics across processes: counts (``cost/*``, ``judge/*``, ``learner/rows``,
-``learner/tokens``, among them the engine's request, token and retry counts) are totals, ``time/*`` is the
+``learner/tokens``, the ``truth/`` counts, among them the engine's request, token and retry counts) are totals, ``time/*`` is the
 slowest process, every other value is the mean of the processes' values (a rate, such as
 ``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-process rates).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from prover.errors import CheckpointError, ConfigError
 
-TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens")
+TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens", "truth/proposals", "truth/hits", "truth/accepted")
 SLOWEST = ("time/",)
 
 

@@ -30,6 +30,7 @@ from prover.preflight import preflight
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
+from prover.truth import TruthScorer
 from prover.types import Batch, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
@@ -145,6 +146,7 @@ class Trainer:
         self.brancher = Brancher(self.rollout)
         self.judge = make_judge(cfg)  # None when judge.name is unset
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
+        self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out success: one episode per task of the eval split, the same tasks every time (each
@@ -221,6 +223,7 @@ class Trainer:
                 # 5. metrics (merged over processes), then checkpoint (a crash between them repeats this step)
                 record = ranks.merged({"step": step, "phase": "train", **batch_metrics(batch),
                                        **self.brancher.take_counts(), **counts, **adv.metrics, **learner_stats,
+                                       **self.truth.metrics(batch, adv.segments),
                                        **{f"time/{k}": v for k, v in phases.seconds.items()},
                                        "time/step": sum(phases.seconds.values())})
                 self.nonfinite_streak = nonfinite_streak(record, self.nonfinite_streak, cfg.learner, self.report)

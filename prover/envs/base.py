@@ -33,6 +33,12 @@ Capability flags (class attributes): ``deterministic`` (same seed and actions gi
 episode), ``can_snapshot`` (snapshot/restore work; False refuses branching credit methods at config
 time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
 
+``pivotal_turns(trajectory) -> list[int] | None`` (optional, diagnostics only)
+    The turns of a recorded ``Trajectory`` at which the decision taken changed the best achievable
+    success (the env's docstring gives its exact definition), found by search over the env's true
+    states. ``None`` (the default) means the env does not know. It is never shown to the agent or a
+    judge: the trainer scores the judge's proposals against it (``truth/...`` metrics).
+
 ``train_recipe`` (class attribute): dotted config settings with which the tiny policy learns this env,
 e.g. ``{"warmstart.episodes": 3000}``. When ``model.path`` is ``tiny``, ``load_config`` applies each one
 that the user's file and overrides leave unset, so ``prover train env.name=<env>`` starts from a
@@ -145,6 +151,11 @@ class TextEnv(gym.Env):
     # -- optional ------------------------------------------------------------------------------
     def expert_action(self) -> str | None:
         """An oracle's next action from the current state, or None if the env has no expert."""
+        return None
+
+    def pivotal_turns(self, trajectory: Any) -> list[int] | None:
+        """Diagnostics only: the pivotal turns of a recorded trajectory (see the module docstring), or None
+        when the env cannot tell. Must not change this env's state."""
         return None
 
     def gold(self) -> str:
