@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from prover.bench.matrix import BenchConfig, load_bench_config, plan
-from prover.bench.tables import CellResult, markdown_tables, table1, table2, table3, write_csvs
+from prover.bench.report import markdown_tables, write_csvs
+from prover.bench.tables import CellResult, table1, table2, table3
 from prover.cli import main
 from prover.errors import ConfigError
 
@@ -97,6 +98,18 @@ def _mtimes(root: Path) -> dict[str, int]:
     return {str(p): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
+def _check_estimates(out: str, bench: Path) -> None:
+    """Before any work: eval.episodes=4 is far from a 3-point SE, and nothing is timed yet; after the first cell
+    an estimate of what is left follows, from the timings file both cells and the warm start wrote."""
+    assert out.index("note: eval.episodes=4 measures") < out.index(": training ")
+    assert "bench: 2 cells to train (2 steps; 0 already done cost nothing) and 1 warm start(s); no cell's" in out
+    assert out.index("[1/2] alfworld-sim · grpo · seed 0: done in") \
+        < out.index(" left (1 cells, 0 warm start(s))") < out.index("[2/2]")
+    timings = json.loads((bench / "timings.json").read_text())
+    assert set(timings["cells"]["alfworld-sim"]) == {"grpo", "prover+contrast"}
+    assert timings["warmstarts"]["alfworld-sim"] > 0
+
+
 def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, tmp_path, capsys):
     prover = {"name": "prover+contrast", "overrides": {"credit.samples": 2}}
     cfg = _write(tmp_path, tiny_common, methods=["grpo", prover, "prover+litellm"], out=str(tmp_path / "docs"))
@@ -105,6 +118,7 @@ def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, 
     assert "note: skipped 'prover+litellm': judge.model is not set" in out
     assert out.count(": done in ") == 2 and "[2/2] alfworld-sim · prover+contrast · seed 0" in out
     bench, docs = tmp_path / "bench", tmp_path / "docs"
+    _check_estimates(out, bench)
     # one warm start for the (env, seed), shared: the cells built no model of their own
     assert len(list((bench / "shared" / "alfworld-sim" / "seed-0" / "models").glob("warmstart-*"))) == 1
     cells = {m: bench / "cells" / "alfworld-sim" / m / "seed-0" for m in ("grpo", "prover+contrast")}
@@ -132,6 +146,7 @@ def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, 
     assert main(["bench", "--config", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert out.count("finished earlier, skipped") == 2 and "done in" not in out
+    assert "bench: nothing to train (2 cells already done)" in out
     assert _mtimes(bench) == before
 
     (docs / "results.md").unlink()  # the tables come back from the cells alone
@@ -208,13 +223,23 @@ def test_table_numbers_from_hand_written_metrics(tmp_path):
     ]
     envs, methods = ["alf", "ws"], ["grpo", "prover+x"]
     t1 = {r["method"]: r for r in table1(results, methods, envs)}
-    # grpo alf: 0.4, 0.6 -> mean 0.5, sample std sqrt((0.01 + 0.01) / 1) = 0.141421
-    assert (t1["grpo"]["alf"].mean, t1["grpo"]["alf"].std, t1["grpo"]["alf"].n) == pytest.approx((0.5, 0.1414214, 2))
+    # grpo alf: 0.4, 0.6 -> mean 0.5, sample std sqrt((0.01 + 0.01) / 1) = 0.141421; the exact bootstrap of two
+    # values a < b puts 1/4 on a, 1/2 on (a + b) / 2, 1/4 on b, so the 95% percentile CI is [a, b] = [0.4, 0.6]
+    alf = t1["grpo"]["alf"]
+    assert (alf.success.mean, alf.std, alf.success.n) == pytest.approx((0.5, 0.1414214, 2))
+    assert (alf.success.lo, alf.success.hi, alf.success.method) == (0.4, 0.6, "exact")
     assert t1["grpo"]["ws"].std == pytest.approx(math.sqrt(0.09 + 0.09))  # 0.2, 0.8 around 0.5
-    # per-seed averages (0.4 + 0.2) / 2 = 0.3 and (0.6 + 0.8) / 2 = 0.7 -> 0.5 ± sqrt(0.04 + 0.04)
-    assert (t1["grpo"]["avg"].mean, t1["grpo"]["avg"].std) == pytest.approx((0.5, math.sqrt(0.08)))
-    assert (t1["prover+x"]["alf"].mean, t1["prover+x"]["alf"].std) == (0.5, None)
-    assert t1["prover+x"]["avg"].n == 0  # no seed has both envs
+    # per-seed averages (0.4 + 0.2) / 2 = 0.3 and (0.6 + 0.8) / 2 = 0.7 -> 0.5 ± sqrt(0.04 + 0.04), CI [0.3, 0.7]
+    avg = t1["grpo"]["avg"]
+    assert (avg.success.mean, avg.std, avg.success.lo, avg.success.hi) == pytest.approx((0.5, math.sqrt(0.08), 0.3, 0.7))
+    px = t1["prover+x"]["alf"]
+    assert (px.success.mean, px.std, px.success.lo) == (0.5, None, None)  # one seed: no CI
+    # paired with grpo on seed 0 only: 0.5 - 0.4 = 0.1, one pair, no CI -> inconclusive
+    assert (px.diff.diff.mean, px.diff.pairs, px.diff.verdict) == (pytest.approx(0.1), 1, "inconclusive")
+    assert t1["grpo"]["alf"].diff is None  # the baseline is not compared with itself
+    # tokens per step: prover+x (120 + 340 + 200) / 3 = 220, grpo ((100 + 300) / 2 + 200) / 2 = 200 -> 1.1
+    assert px.tokens_vs_baseline == pytest.approx(1.1)
+    assert t1["prover+x"]["avg"].success.n == 0  # no seed has both envs
     t2 = {(r["method"], r["env"]): r for r in table2(results, methods, envs)}
     assert set(t2) == {("grpo", "alf"), ("prover+x", "alf")}  # cells without train records have no costs
     # grpo alf: seed 0 (100 + 300) / 2 = 200 tokens and 3 s; seed 1: 200 and 6 s -> 200 tokens, 4.5 s
@@ -222,16 +247,19 @@ def test_table_numbers_from_hand_written_metrics(tmp_path):
     p = t2["prover+x", "alf"]  # (120 + 340 + 200) / 3 generated; judge (50 + 150 + 0) / 3; (1 + 3 + 0) / 3 cents
     assert (p["generated_tokens"], p["branch_tokens"], p["judge_tokens"], p["judge_cents"], p["seconds"]) == \
         pytest.approx((220.0, 20.0, 200 / 3, 4 / 3, 2.0))
-    [t3] = table3(results, ["prover+x"], envs)
+    t3_alf, t3_ws, t3 = table3(results, ["prover+x"], envs)
+    assert (t3_alf["env"], t3_ws["env"], t3["env"], t3_ws["valid"]) == ("alf", "ws", "all", 0)
+    assert t3["truth"] is False and t3["hit_rate"] is None  # no truth/* metrics in these cells
     # pooled: 2 of 3 valid accepted; length (2 * 1.5 + 1 * 3) / 3 = 2; Delta (2 * 0.1 + 1 * 0.4) / 3 = 0.2
     assert (t3["valid"], t3["accepted"], t3["acceptance"]) == pytest.approx((3, 2, 2 / 3))
     assert (t3["segment_turns"], t3["delta"]) == pytest.approx((2.0, 0.2))
     md = markdown_tables(results, methods, ["prover+x"], envs)
-    assert "| grpo | 50.0 ± 14.1 | 50.0 ± 42.4 | 50.0 ± 28.3 |" in md
+    assert "| grpo | 50.0 [40.0, 60.0] | 50.0 [20.0, 80.0] | 50.0 [30.0, 70.0] |" in md
     assert "| prover+x | 50.0 | – | – |" in md
     # x grpo: prover seed 0 generated 120 + 340 + 200 = 660 in all, grpo seed 0 100 + 300 = 400 -> 1.650
     assert "| prover+x | alf | 220 | 1.650 | – | 200 | 20 | 67 | 1.33 | 0.00 | 2.0 |" in md
-    assert "| prover+x | 50.0 | – | – | 3 | 2 | 66.7 | 2.00 | +0.200 |" in md
+    assert "| prover+x | alf | 50.0 | 3 | 2 | 66.7 | 2.00 | +0.200 | – | – | – | – | – |" in md
+    assert "| prover+x | 50.0 | +10.0 | inconclusive (1) |" in md  # Table 1 by env, alf
     write_csvs(results, methods, ["prover+x"], envs, tmp_path)
     rows = list(csv.DictReader((tmp_path / "table3.csv").open()))
     assert [(r["method"], r["env"]) for r in rows] == [("prover+x", "alf"), ("prover+x", "ws"), ("prover+x", "all")]

@@ -39,16 +39,18 @@ def add_parser(sub: Any) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from prover.bench.matrix import load_bench_config, plan
     from prover.bench.plots import curves_unavailable
-    from prover.bench.runner import run_plan, write_reports
+    from prover.bench.runner import precision_notes, run_plan, write_reports
+    from prover.bench.timing import plan_line
 
     bench = load_bench_config(args.config, list(args.overrides))
     cells = plan(bench)  # every name and cell config checked before any work
     no_curves = curves_unavailable()  # known now, not after every cell has trained
-    for note in [*cells.skipped, *([no_curves] if no_curves else [])]:
+    for note in [*cells.skipped, *precision_notes(cells), *([no_curves] if no_curves else [])]:
         print(f"note: {note}", flush=True)
     failed: list[str] = []
     if not args.regen_only:
         print(f"bench: {len(cells.cells)} cells in {bench.dir}", flush=True)
+        print(plan_line(cells), flush=True)  # how long, before any work
         try:
             failed = run_plan(cells, echo=lambda s: print(s, flush=True), verbose=args.verbose).failed
         except KeyboardInterrupt:

@@ -6,6 +6,8 @@ unfinished cell resumes from its last checkpoint, or restarts when it has none o
 Every method of one (env, seed) (or, with ``share_warmstart: env``, every cell of an env) starts from
 one warm-started policy, built once under ``<dir>/shared/<env>/seed-<s>`` (``prover.policy`` names it
 by a hash of the settings that shape it, so a method that changes one of them gets its own).
+After every finished cell and warm start the measured time goes to ``<dir>/timings.json`` (``timing.py``),
+and the time the remaining cells should take is printed.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Callable
 
 import yaml
 
+from prover.bench import stats, timing
 from prover.bench.matrix import BenchConfig, Cell, Plan
-from prover.bench.tables import (CELL_FILE, collect, final_eval, is_finished, markdown_tables, read_history,
-                                 started_key, token_ratio, write_csvs)
+from prover.bench.report import markdown_tables, write_csvs
+from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
 from prover.config import TrainConfig
 from prover.errors import ProverError
 from prover.run import write_atomic
@@ -36,8 +39,9 @@ class Outcome:
     failed: list[str] = field(default_factory=list)  # "<cell>: <one-line reason>"
 
 
-def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> TrainConfig:
-    """The cell's config, set to start from the warm-started policy it shares with other cells."""
+def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> tuple[TrainConfig, bool]:
+    """The cell's config, set to start from the warm-started policy it shares with other cells, and whether
+    that policy was built now (rather than found)."""
     from prover.envs import make_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
@@ -45,17 +49,19 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> TrainConfig:
 
     cfg = cell.config
     if cfg.model.path != "tiny" and not cfg.warmstart.enabled:
-        return cfg  # it starts from a given folder: nothing to build
+        return cfg, False  # it starts from a given folder: nothing to build
     shared = cfg.model_copy(deep=True)
     if bench.share_warmstart == "env":
         shared.seed = bench.seeds[0]  # one starting policy for every seed of the env
     shared.run.dir = str(Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{shared.seed}")
-    (Path(shared.run.dir) / "models").mkdir(parents=True, exist_ok=True)
+    models = Path(shared.run.dir) / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    before = set(models.iterdir())  # a new folder after prepare_policy means it built one
     folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
                             Reporter(quiet=not verbose))
     out = cfg.model_copy(deep=True)
     out.model.path, out.warmstart.enabled = str(folder.resolve()), False
-    return out
+    return out, set(models.iterdir()) != before
 
 
 def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
@@ -81,7 +87,10 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
     if not same and read_history(cell.dir):
         echo(f"{head}: its settings changed since it ran; restarting it")
     t0 = time.monotonic()
-    cfg = matched_budget(cell, cell.config if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose))
+    cfg, built = (cell.config, False) if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose)
+    cfg = matched_budget(cell, cfg)
+    if built:
+        timing.record_warmstart(bench.dir, cell.env, time.monotonic() - t0)
     if time.monotonic() - t0 > 1.0:
         echo(f"{head}: starting policy ready in {time.monotonic() - t0:.0f} s")
     last = max((r["step"] for r in read_history(cell.dir) if r.get("phase") == "train"), default=0)
@@ -92,6 +101,8 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
     write_atomic(cell.dir / CELL_FILE, json.dumps(marker) + "\n")
     t1 = time.monotonic()
     Trainer(cfg, resume=resume, reporter=Reporter(quiet=not verbose)).train()
+    timing.record_cell(bench.dir, cell.env, cell.method.row, cell.seed, time.monotonic() - t1,
+                       cell.config.steps - (last if resume else 0))
     hist = read_history(cell.dir)
     evals = [r for r in hist if r.get("phase") == "eval"]
     final = final_eval(hist, cell.config.steps)
@@ -116,7 +127,22 @@ def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
         except ProverError as exc:
             echo(f"{head}: failed: {exc}")
             outcome.failed.append(f"{cell.name}: {exc}")
+            continue
+        if (left := timing.left_line(plan, plan.cells[i:])) is not None:
+            echo(left)
     return outcome
+
+
+def precision_notes(plan: Plan) -> list[str]:
+    """Said before any work: evaluations too small for a 3-point SE, and too few seeds for the CIs."""
+    by_episodes: dict[int, list[str]] = {}
+    for cell in plan.cells:
+        envs = by_episodes.setdefault(cell.config.eval.episodes, [])
+        if cell.env not in envs:
+            envs.append(cell.env)
+    lines = [stats.se_warning(n, f" ({', '.join(envs)})" if len(by_episodes) > 1 else "")
+             for n, envs in sorted(by_episodes.items())]
+    return [line for line in [*lines, stats.seeds_warning(len(plan.bench.seeds))] if line]
 
 
 def comparison_notes(plan: Plan, results: list) -> list[str]:
@@ -169,21 +195,23 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
     results, pending = collect(plan)
     methods = [m.row for m in bench.methods if any(c.method.row == m.row for c in plan.cells)]
     judged = [m.row for m in bench.methods if m.judge is not None and m.row in methods]
-    files = write_csvs(results, methods, judged, bench.envs, out, plan.budget_refs)
+    files = write_csvs(results, methods, judged, bench.envs, out, plan.budget_refs, bench.baseline, bench.reach)
     plots, curve_notes = draw_curves(results, methods, bench.envs, out)
     for note in curve_notes:
         echo(f"note: {note}")
-    notes = [*plan.skipped, *(f"failed: {f}" for f in failed), *curve_notes,
+    notes = [*plan.skipped, *precision_notes(plan), *(f"failed: {f}" for f in failed), *curve_notes,
              *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", "",
             f"Written {when} from the cells of:", "", "```bash", command, "```", "",
             f"{len(bench.envs)} env(s) × {len(methods)} method(s) × {len(bench.seeds)} seed(s), "
-            f"{bench.steps} RL steps per cell.", ""]
+            f"{bench.steps} RL steps per cell. Seeds are paired: every method of an env trains seed s on the same "
+            "task stream from the same starting policy, so Table 1 compares methods seed by seed.", ""]
     if notes:
         text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
     text += comparison_notes(plan, results)
-    text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs))
+    text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs, bench.baseline,
+                                bench.reach))
     if plots:
         text += ["## Learning curves", "", *(f"![{p.stem}]({p.name})" for p in plots), ""]
     matrix = yaml.safe_dump(bench.model_dump(mode="json"), sort_keys=False).rstrip()

@@ -1,31 +1,37 @@
-"""The paper's three tables from the bench cells' metrics.jsonl files, as Markdown and CSV.
+"""The numbers of the paper's three tables, from the bench cells' metrics.jsonl files (``report.py`` writes
+them as Markdown and CSV; ``stats.py`` holds the statistics).
 
-- Table 1: final held-out success (``eval/success`` at the last step), mean and sample std over seeds,
-  per env; the average over envs is taken per seed first (seeds with every env finished), then its
-  mean and sample std over seeds.
+- Table 1, per env and method: final held-out success (``eval/success`` at the last step), mean over
+  seeds with a bootstrap CI; the paired difference against the baseline row (same env and seed) with its
+  CI and verdict; the same two for the area under the held-out curve; the median step to reach the
+  ``reach`` level; the largest evaluation SE of its cells; its generated tokens per step against the
+  baseline's. "avg" averages the envs per seed first (seeds with every env finished).
 - Table 2: per step, means over a cell's train records, then over seeds: generated policy tokens
   (``cost/rollout_tokens + cost/branch_tokens``), judge or critic tokens and cents
   (``cost/judge_tokens``, ``cost/judge_dollars``; 0 when a method logs none), and ``time/step``.
-- Table 3: per method with a judge: success per env and averaged (as Table 1), and the proposal
-  diagnostics pooled over every train step of every env and seed: acceptance = accepted / valid
-  proposals; mean segment length and mean Delta weighted by each step's valid proposals.
+- Table 3: per method with a judge, per env and over all envs: success (as Table 1) and the proposal
+  diagnostics pooled over every train step and seed: acceptance = accepted / valid proposals; mean
+  segment length and mean Delta weighted by each step's valid proposals; and, where the env knows its
+  pivotal turns (``truth/*``), hit rate = hits / proposals, precision = accepted hits / accepted, recall =
+  accepted hits / hits, and the judged trajectories' pivotal share weighted by proposals.
 
 Only finished cells (their settings unchanged, the final eval record present) enter the tables.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prover.bench import stats
 from prover.bench.matrix import Cell, Plan
 from prover.run import read_jsonl
 
 CELL_FILE = "cell.json"  # the settings hash a cell's run was started with
+TRUTH = ("truth/proposals", "truth/hits", "truth/accepted", "truth/accepted_hits")
 
 
 def read_history(run_dir: Path) -> list[dict[str, Any]]:
@@ -61,7 +67,21 @@ class CellResult:
 
     @property
     def train(self) -> list[dict[str, Any]]:
-        return [r for r in self.history if r.get("phase") == "train"]
+        """One record per step, the last logged (a step repeated after a crash counts once)."""
+        return list({r["step"]: r for r in self.history if r.get("phase") == "train"}.values())
+
+    @property
+    def curve(self) -> dict[int, float]:
+        """Held-out success at every evaluated step (the last record of a step)."""
+        return {int(r["step"]): float(r["eval/success"]) for r in self.history
+                if r.get("phase") == "eval" and "eval/success" in r}
+
+    @property
+    def se(self) -> float | None:
+        """Binomial SE of the final evaluation; None when it did not log its episodes."""
+        final = final_eval(self.history, self.steps)
+        n = final.get("eval/episodes") if final else None
+        return stats.eval_se(float(final["eval/success"]), float(n)) if n else None
 
 
 def collect(plan: Plan) -> tuple[list[CellResult], list[Cell]]:
@@ -76,40 +96,77 @@ def collect(plan: Plan) -> tuple[list[CellResult], list[Cell]]:
     return done, pending
 
 
-# -- numbers ---------------------------------------------------------------------------------------
-
-@dataclass
-class Stat:
-    mean: float | None
-    std: float | None  # sample std (n - 1); None below two values
-    n: int
-
-
-def mean_std(values: list[float]) -> Stat:
-    if not values:
-        return Stat(None, None, 0)
-    return Stat(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
-
+# -- Table 1 ---------------------------------------------------------------------------------------
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def table1(results: list[CellResult], methods: list[str], envs: list[str]) -> list[dict[str, Any]]:
-    """One row per method: {"method", env: Stat, ..., "avg": Stat}."""
+@dataclass
+class Entry:
+    """One (method, env) entry of Table 1; env "avg" averages the envs per seed."""
+
+    success: stats.Interval
+    std: float | None  # sample std over seeds (n - 1); None below two
+    diff: stats.Paired | None  # against the baseline; None for the baseline itself or without one
+    auc: stats.Interval
+    auc_diff: stats.Paired | None
+    reach: stats.Reach | None  # None when reach is off, and for "avg"
+    max_se: float | None
+    tokens_vs_baseline: float | None
+
+
+def per_seed(results: list[CellResult], method: str, envs: list[str], value: Any) -> dict[int, float]:
+    """{seed: value(cell)} for one env, or, for several, the mean over them of seeds that have them all
+    (a cell whose value is None leaves its seed out)."""
+    by_seed: dict[int, dict[str, float]] = {}
+    for r in results:
+        if r.method == method and r.env in envs and (v := value(r)) is not None:
+            by_seed.setdefault(r.seed, {})[r.env] = v
+    return {s: statistics.fmean(vals.values()) for s, vals in by_seed.items() if len(vals) == len(envs)}
+
+
+def _auc(r: CellResult) -> float | None:
+    return stats.auc(r.curve, r.steps)
+
+
+def entry(results: list[CellResult], m: str, envs: list[str], baseline: str | None,
+          reach: float | None) -> Entry:
+    """Table 1's numbers for method ``m`` on ``envs`` (one env, or every env for "avg")."""
+    success = per_seed(results, m, envs, lambda r: r.success)
+    areas = per_seed(results, m, envs, _auc)
+    compare = baseline is not None and m != baseline and any(r.method == baseline for r in results)
+    mine = [r for r in results if r.method == m and r.env in envs]
+    one = len(envs) == 1
+    ses = [se for r in mine if (se := r.se) is not None]
+    values = list(success.values())
+    return Entry(
+        success=stats.bootstrap(values), std=statistics.stdev(values) if len(values) > 1 else None,
+        diff=stats.paired(success, per_seed(results, baseline, envs, lambda r: r.success)) if compare else None,
+        auc=stats.bootstrap(list(areas.values())),
+        auc_diff=stats.paired(areas, per_seed(results, baseline, envs, _auc)) if compare else None,
+        reach=stats.median_reach([stats.first_reach(r.curve, reach) for r in mine])
+        if one and reach is not None else None,
+        max_se=max(ses) if one and ses else None,
+        tokens_vs_baseline=tokens_per_step_ratio(results, m, baseline, envs[0]) if one and baseline else None)
+
+
+def table1(results: list[CellResult], methods: list[str], envs: list[str], baseline: str | None = "grpo",
+           reach: float | None = None) -> list[dict[str, Any]]:
+    """One row per method: {"method", env: Entry, ..., "avg": Entry}."""
     rows = []
     for m in methods:
-        mine = [r for r in results if r.method == m]
         row: dict[str, Any] = {"method": m}
         for env in envs:
-            row[env] = mean_std([r.success for r in mine if r.env == env])
-        by_seed: dict[int, dict[str, float]] = {}
-        for r in mine:
-            by_seed.setdefault(r.seed, {})[r.env] = r.success
-        row["avg"] = mean_std([statistics.fmean(s[e] for e in envs) for s in by_seed.values()
-                               if set(envs) <= set(s)])
+            row[env] = entry(results, m, [env], baseline, reach)
+        row["avg"] = entry(results, m, envs, baseline, None)
         rows.append(row)
     return rows
+
+
+# -- Table 2 ---------------------------------------------------------------------------------------
+
+GENERATED = ("cost/rollout_tokens", "cost/branch_tokens")
 
 
 def _per_step(r: CellResult, *keys: str) -> float | None:
@@ -118,7 +175,7 @@ def _per_step(r: CellResult, *keys: str) -> float | None:
 
 
 def _total(r: CellResult) -> float:
-    return sum(float(t.get("cost/rollout_tokens", 0.0)) + float(t.get("cost/branch_tokens", 0.0)) for t in r.train)
+    return sum(float(t.get(k, 0.0)) for t in r.train for k in GENERATED)
 
 
 def token_ratio(results: list[CellResult], method: str, ref: str, env: str) -> float | None:
@@ -129,10 +186,20 @@ def token_ratio(results: list[CellResult], method: str, ref: str, env: str) -> f
     return _mean(ratios)
 
 
+def tokens_per_step(results: list[CellResult], method: str, env: str) -> float | None:
+    """Generated policy tokens per step as Table 2 computes them: per-cell means over steps, then over seeds."""
+    return _mean([_per_step(r, *GENERATED) for r in results if r.method == method and r.env == env and r.train])
+
+
+def tokens_per_step_ratio(results: list[CellResult], method: str, ref: str, env: str) -> float | None:
+    mine, theirs = tokens_per_step(results, method, env), tokens_per_step(results, ref, env)
+    return mine / theirs if mine is not None and theirs else None
+
+
 def table2(results: list[CellResult], methods: list[str], envs: list[str],
-           budget_refs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+           budget_refs: dict[str, str] | None = None, baseline: str = "grpo") -> list[dict[str, Any]]:
     """One row per (method, env): per-step costs, means over seeds of the per-cell means; generated tokens
-    against grpo's and, for a budget-matched row, against the row it matches (paired by seed)."""
+    against the baseline's and, for a budget-matched row, against the row it matches (paired by seed)."""
     budget_refs = budget_refs or {}
     rows = []
     for m in methods:
@@ -145,127 +212,64 @@ def table2(results: list[CellResult], methods: list[str], envs: list[str],
                 return statistics.fmean(_per_step(r, *keys) for r in cells) * scale
 
             rows.append({"method": m, "env": env, "n": len(cells),
-                         "generated_tokens": over_seeds("cost/rollout_tokens", "cost/branch_tokens"),
+                         "generated_tokens": over_seeds(*GENERATED),
                          "rollout_tokens": over_seeds("cost/rollout_tokens"),
                          "branch_tokens": over_seeds("cost/branch_tokens"),
                          "judge_tokens": over_seeds("cost/judge_tokens"),
                          "judge_cents": over_seeds("cost/judge_dollars", scale=100.0),
                          "judge_cached_cents": over_seeds("cost/judge_cached_dollars", scale=100.0),
                          "seconds": over_seeds("time/step"),
-                         "vs_grpo": token_ratio(results, m, "grpo", env),
+                         "vs_baseline": token_ratio(results, m, baseline, env),
                          "matched_to": budget_refs.get(m),
                          "vs_matched": token_ratio(results, m, budget_refs[m], env) if m in budget_refs else None})
     return rows
 
 
-def proposal_stats(results: list[CellResult]) -> dict[str, float | None]:
-    """Pooled over every train record: valid and accepted proposals, acceptance, weighted length and Delta."""
+# -- Table 3 ---------------------------------------------------------------------------------------
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def _weighted(recs: list[dict[str, Any]], key: str, weight: str) -> float | None:
+    """Mean of ``key`` over records, each weighted by its ``weight`` count."""
+    w = [(float(t[weight]), float(t[key])) for t in recs if key in t and float(t.get(weight, 0.0)) > 0]
+    total = sum(n for n, _ in w)
+    return sum(n * v for n, v in w) / total if total else None
+
+
+def truth_stats(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Judge proposals against the pivotal turns, pooled over records; ``truth`` False when none logs any."""
+    if not any("truth/proposals" in t for t in recs):
+        return {"truth": False, "proposals": None, "hit_rate": None, "precision": None, "recall": None,
+                "pivotal_share": None}
+    p, h, a, ah = (sum(float(t.get(k, 0.0)) for t in recs) for k in TRUTH)
+    return {"truth": True, "proposals": p, "hit_rate": _ratio(h, p), "precision": _ratio(ah, a),
+            "recall": _ratio(ah, h),
+            "pivotal_share": _weighted(recs, "truth/target_pivotal_share", "truth/proposals")}
+
+
+def proposal_stats(results: list[CellResult]) -> dict[str, Any]:
+    """Pooled over every train record: valid and accepted proposals, acceptance, weighted length and Delta,
+    and the ground-truth ratios where the env logs them."""
     recs = [t for r in results for t in r.train]
     valid = sum(float(t.get("credit/valid_proposals", 0.0)) for t in recs)
     accepted = sum(float(t.get("credit/accepted", 0.0)) for t in recs)
-
-    def weighted(key: str) -> float | None:
-        w = [(float(t["credit/valid_proposals"]), float(t[key])) for t in recs
-             if key in t and t.get("credit/valid_proposals", 0.0) > 0]
-        total = sum(n for n, _ in w)
-        return sum(n * v for n, v in w) / total if total else None
-
-    return {"valid": valid, "accepted": accepted, "acceptance": accepted / valid if valid else None,
-            "segment_turns": weighted("credit/segment_turns"), "delta": weighted("credit/delta")}
+    return {"valid": valid, "accepted": accepted, "acceptance": _ratio(accepted, valid),
+            "segment_turns": _weighted(recs, "credit/segment_turns", "credit/valid_proposals"),
+            "delta": _weighted(recs, "credit/delta", "credit/valid_proposals"), **truth_stats(recs)}
 
 
 def table3(results: list[CellResult], methods: list[str], envs: list[str]) -> list[dict[str, Any]]:
-    """One row per method with a judge: success per env and averaged, and pooled proposal diagnostics."""
+    """One row per method with a judge and env, then one over all envs ("all"): success (Table 1's mean
+    and CI; "all" averages the envs per seed) and the pooled proposal diagnostics."""
     rows = []
-    for t1 in table1(results, methods, envs):
-        mine = [r for r in results if r.method == t1["method"]]
-        per_env = {e: proposal_stats([r for r in mine if r.env == e]) for e in envs}
-        rows.append({**t1, **proposal_stats(mine), "per_env": per_env})
+    for m in methods:
+        mine = [r for r in results if r.method == m]
+        for env in envs:
+            rows.append({"method": m, "env": env, "success": stats.bootstrap(list(
+                per_seed(results, m, [env], lambda r: r.success).values())),
+                **proposal_stats([r for r in mine if r.env == env])})
+        rows.append({"method": m, "env": "all", "success": stats.bootstrap(list(
+            per_seed(results, m, envs, lambda r: r.success).values())), **proposal_stats(mine)})
     return rows
-
-
-# -- text ------------------------------------------------------------------------------------------
-
-def pct(s: Stat) -> str:
-    if s.mean is None:
-        return "–"
-    return f"{100 * s.mean:.1f}" + (f" ± {100 * s.std:.1f}" if s.std is not None else "")
-
-
-def _num(v: float | None, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt)
-
-
-def markdown_tables(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str],
-                    budget_refs: dict[str, str] | None = None) -> str:
-    t1, t2 = table1(results, methods, envs), table2(results, methods, envs, budget_refs)
-    t3 = table3(results, judged, envs)
-    out = ["## Table 1: final held-out success (%)", "",
-           "Mean ± sample std over seeds of `eval/success` after the last step; Avg. averages the envs per "
-           "seed first.", "", "| method | " + " | ".join(envs) + " | Avg. |", "|---" * (len(envs) + 2) + "|"]
-    out += ["| " + " | ".join([r["method"], *(pct(r[e]) for e in envs), pct(r["avg"])]) + " |" for r in t1]
-    out += ["", "## Table 2: cost per step", "",
-            "Means over steps, then over seeds. Generated tokens = rollout + branch (continuations); × grpo "
-            "and × matched divide a cell's total generated tokens by its paired grpo cell's, or by the cell "
-            "its budget is matched to (same env and seed), averaged over seeds. Judge tokens and cents count "
-            "the judge or critic; cached ¢ is what its cached replies cost when first paid.", "",
-            "| method | env | generated tokens | × grpo | × matched | rollout | branch | judge tokens | judge ¢ "
-            "| cached ¢ | seconds |", "|---" * 11 + "|"]
-    out += [f"| {r['method']} | {r['env']} | {r['generated_tokens']:.0f} | {_num(r['vs_grpo'], '.3f')} | "
-            f"{_matched(r)} | {r['rollout_tokens']:.0f} | {r['branch_tokens']:.0f} | {r['judge_tokens']:.0f} | "
-            f"{r['judge_cents']:.2f} | {r['judge_cached_cents']:.2f} | {r['seconds']:.1f} |" for r in t2]
-    out += ["", "## Table 3: judges", "",
-            "Success (%) as in Table 1; proposal diagnostics pooled over every step, env and seed: "
-            "acceptance = accepted / valid proposals (Delta > 0), mean segment length in turns and mean "
-            "Delta weighted by valid proposals.", "",
-            "| method | " + " | ".join(envs) + " | Avg. | valid | accepted | accept (%) | mean len. "
-            "| mean Delta |", "|---" * (len(envs) + 7) + "|"]
-    for r in t3:
-        accept = None if r["acceptance"] is None else 100 * r["acceptance"]
-        cells = [r["method"], *(pct(r[e]) for e in envs), pct(r["avg"]), f"{r['valid']:.0f}",
-                 f"{r['accepted']:.0f}", _num(accept, ".1f"), _num(r["segment_turns"], ".2f"),
-                 _num(r["delta"], "+.3f")]
-        out.append("| " + " | ".join(cells) + " |")
-    if not t3:
-        out.append("| (no method with a judge finished) |" + " |" * (len(envs) + 6))
-    return "\n".join(out) + "\n"
-
-
-def _matched(r: dict[str, Any]) -> str:
-    return "–" if r["vs_matched"] is None else f"{r['vs_matched']:.3f} ({r['matched_to']})"
-
-
-def write_csvs(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str],
-               out: Path, budget_refs: dict[str, str] | None = None) -> list[Path]:
-    paths = [out / "table1.csv", out / "table2.csv", out / "table3.csv"]
-    with paths[0].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "env", "success_mean", "success_std", "n_seeds"])
-        for r in table1(results, methods, envs):
-            for env in [*envs, "avg"]:
-                s = r[env]
-                w.writerow([r["method"], env, _cell(s.mean), _cell(s.std), s.n])
-    keys = ["generated_tokens", "rollout_tokens", "branch_tokens", "judge_tokens", "judge_cents",
-            "judge_cached_cents", "seconds"]
-    with paths[1].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "env", *(f"{k}_per_step" for k in keys), "tokens_vs_grpo", "matched_to",
-                    "tokens_vs_matched", "n_seeds"])
-        for r in table2(results, methods, envs, budget_refs):
-            w.writerow([r["method"], r["env"], *(_cell(r[k]) for k in keys), _cell(r["vs_grpo"]),
-                        r["matched_to"] or "", _cell(r["vs_matched"]), r["n"]])
-    diag = ["valid", "accepted", "acceptance", "segment_turns", "delta"]
-    with paths[2].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "env", "success_mean", "success_std", "n_seeds", *diag])
-        for r in table3(results, judged, envs):
-            for env in envs:
-                s, d = r[env], r["per_env"][env]
-                w.writerow([r["method"], env, _cell(s.mean), _cell(s.std), s.n, *(_cell(d[k]) for k in diag)])
-            s = r["avg"]
-            w.writerow([r["method"], "all", _cell(s.mean), _cell(s.std), s.n, *(_cell(r[k]) for k in diag)])
-    return paths
-
-
-def _cell(v: float | None) -> str:
-    return "" if v is None else repr(float(v))

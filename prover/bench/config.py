@@ -1,0 +1,138 @@
+"""The bench matrix config: which methods, envs and seeds, with which settings, and how the tables read
+them (the baseline row of the paired differences, the success level of "steps to reach").
+
+Loaded from a YAML file plus dotted overrides; every problem is a one-line ConfigError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prover.config import parse_override
+from prover.errors import ConfigError
+
+
+class MethodSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="'credit' or 'credit+judge', e.g. grpo, spo-tree, prover+contrast.")
+    label: str | None = Field(None, description="Row name in the tables and folder name of its cells; "
+                              "defaults to name (give one to compare two variants of a method).")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Config settings for this method's cells only, as dotted keys or "
+        "sections, e.g. {credit.samples: 4} or {judge.model: gpt-5.4-mini}.")
+    match_budget_of: str | None = Field(
+        None, description="For budget-matched-grpo: the method (row) whose cells' realised generated tokens "
+        "its cells match, step by step, on the same env and seed; those cells run first. Defaults to the "
+        "matrix's first prover method; give a credit.schedule or credit.overhead to opt out.")
+
+    @property
+    def row(self) -> str:
+        return self.label or self.name
+
+    @property
+    def credit(self) -> str:
+        return self.name.split("+", 1)[0]
+
+    @property
+    def judge(self) -> str | None:
+        return self.name.split("+", 1)[1] if "+" in self.name else None
+
+
+class BenchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    dir: str = Field("runs/bench", description="Bench folder: the cells' run folders (cells/<env>/<method>/"
+                     "seed-<s>), the warm-started policies they share (shared/<env>/seed-<s>) and "
+                     "timings.json (measured seconds per step, for the time estimate).")
+    out: str | None = Field(None, description="Folder for results.md, table1-3.csv and curves-<env>.png; "
+                            "None writes them into dir.")
+    envs: list[str] = Field(["alfworld-sim", "webshop-sim", "searchqa-sim"], min_length=1,
+                            description="Registered env names (see `prover list`).")
+    seeds: list[int] = Field(
+        [0, 1, 2, 3, 4], min_length=1,
+        description="Run seeds, paired across methods: every method of an env trains seed s on the same task "
+        "stream (tasks derive from (seed, step)) from the same warm start (share_warmstart env-seed or env), "
+        "so Table 1 compares methods seed by seed. Use 5 or more: a bootstrap CI over fewer seeds is too "
+        "narrow to tell methods apart (ProVer: 3).")
+    steps: int = Field(4, ge=0, description="RL steps of every cell: one step budget for every method.")
+    methods: list[MethodSpec] = Field(min_length=1, description="Rows of the tables: 'credit' or "
+                                      "'credit+judge' names, or {name, label, overrides} mappings.")
+    common: dict[str, Any] = Field(default_factory=dict, description="Config settings for every cell, as "
+                                   "dotted keys or sections (as in a `prover train` YAML file).")
+    env_overrides: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Settings for the "
+                                                     "cells of one env, by env name, over common.")
+    share_warmstart: Literal["env-seed", "env", "none"] = Field(
+        "env-seed", description="Which cells start from one warm-started policy, built once: 'env-seed' "
+        "every method of an (env, seed); 'env' every cell of an env (built with the first seed; seeds then "
+        "vary only RL, as the paper's seeds start from one pretrained model); 'none' each cell its own "
+        "(seeded alike, so the methods of a seed still start alike).")
+    baseline: str = Field("grpo", description="Row every method is compared with in Table 1: per seed, method "
+                          "minus baseline on the same env and seed, with a bootstrap CI; a matrix without "
+                          "this row shows no paired differences.")
+    reach: float | None = Field(0.5, description="Held-out success level (0, 1] for Table 1's 'steps to "
+                                "reach': the first evaluated step with eval/success >= reach, per seed; "
+                                "null leaves the column out.")
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:  # a bare string is a method with no settings of its own
+        return [{"name": v} if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):  # two cells would share one folder
+            raise ValueError(f"seeds repeat a seed: {value}")
+        return value
+
+    @field_validator("reach")
+    @classmethod
+    def _level(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 < value <= 1.0:
+            raise ValueError("reach is a success level above 0 and at most 1 (e.g. 0.5), or null for none")
+        return value
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out or self.dir)
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for k in parents:
+        tree = tree.setdefault(k, {})
+        if not isinstance(tree, dict):
+            raise ConfigError(f"bench override {dotted!r}: {k!r} is a value, not a section")
+    tree[last] = value
+
+
+def load_bench_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> BenchConfig:
+    """A bench YAML file (optional) plus dotted overrides (``steps=2``, ``seeds=[0]``,
+    ``common.rollout.group_size=4``); a one-line ConfigError on any problem."""
+    tree: Any = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"bench config {str(p)!r} does not exist")
+        try:
+            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError:
+            raise ConfigError(f"bench config {str(p)!r} is not UTF-8 text") from None
+        except yaml.YAMLError:
+            raise ConfigError(f"bench config {str(p)!r} is not valid YAML") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"bench config {str(p)!r} must hold a mapping, not {type(tree).__name__}")
+    for text in overrides:
+        _set_dotted(tree, *parse_override(text))
+    try:
+        return BenchConfig.model_validate(tree)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown bench field {where!r}; see `prover bench --help`") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"bench field {where!r}: {msg} (got {err.get('input')!r})") from None
