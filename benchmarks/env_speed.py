@@ -2,7 +2,7 @@
 
     python benchmarks/env_speed.py [--steps 20000] [--real-steps 300]
 
-Table 1: alfworld-sim, webshop-sim and searchqa-sim. Random admissible actions (the expert's, for an
+Table 1: alfworld-sim, webshop-sim, searchqa-sim and pivot-sim. Random admissible actions (the expert's, for an
 env without an action list) from seeded resets. The replay column times the base class's default
 snapshot (seed + actions, restored by replaying) on the same env and states, so the ratio says what a
 native snapshot buys.
@@ -25,7 +25,7 @@ from prover.envs import make_env
 from prover.envs.base import TextEnv
 from prover.errors import ProverError
 
-EMBEDDED = ("alfworld-sim", "webshop-sim", "searchqa-sim")
+EMBEDDED = ("alfworld-sim", "webshop-sim", "searchqa-sim", "pivot-sim")
 
 
 def play(env, n_steps: int, rng: random.Random, every: int) -> tuple[float, float, int, list]:

@@ -19,6 +19,7 @@ ENVS.register("alfworld-sim", "prover.envs.alfworld_sim:AlfworldSimEnv")
 ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimEnv")
 ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
 ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
+ENVS.register("pivot-sim", "prover.envs.pivot_sim:PivotSimEnv")
 
 
 def make_env(name: str, **kwargs: Any) -> TextEnv:
