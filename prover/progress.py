@@ -23,6 +23,15 @@ def judge_warning(r: dict[str, Any]) -> str:
             + "; these groups trained as plain GRPO")
 
 
+def no_rows_warning(r: dict[str, Any]) -> str:
+    """One line when a step trained no row: every return of every group was equal (all won or all lost),
+    so every advantage was 0 and the update changed nothing, which ``loss +0.0000`` alone does not say."""
+    if r.get("learner/rows", 1.0) > 0:
+        return ""
+    return (f"learner: step {r['step']} trained no rows (every advantage was 0: each group's episodes all "
+            "won or all failed); nothing changed")
+
+
 class Reporter:
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
@@ -71,9 +80,9 @@ class Reporter:
             f"+ branch {r.get('cost/branch_tokens', 0.0) / 1000:.1f}k | "
             f"time rollout {r['time/rollout']:.1f}s credit {r['time/credit']:.2f}s "
             f"learner {r['time/learner']:.1f}s sync {r['time/sync']:.2f}s")
-        warning = judge_warning(r)
-        if warning:
-            self.note(warning)
+        for warning in (judge_warning(r), no_rows_warning(r)):
+            if warning:
+                self.note(warning)
 
     def eval_line(self, r: dict[str, Any]) -> None:
         self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "

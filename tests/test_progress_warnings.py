@@ -1,0 +1,27 @@
+"""The step line's warnings: a step that trained no rows says so instead of printing ``loss +0.0000``."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from prover.progress import Reporter, no_rows_warning
+
+RECORD = {"step": 3, "rollout/success": 1.0, "rollout/turns": 4.0, "learner/pg_loss": 0.0,
+          "cost/rollout_tokens": 100.0, "time/rollout": 0.1, "time/credit": 0.0, "time/learner": 0.0,
+          "time/sync": 0.0}
+
+
+def _printed(record: dict) -> str:
+    out = io.StringIO()
+    Reporter(Console(file=out, width=400)).step_line(record, 5)
+    return out.getvalue()
+
+
+def test_a_step_with_no_rows_warns_and_one_with_rows_does_not():
+    assert "trained no rows" in no_rows_warning({**RECORD, "learner/rows": 0.0})
+    assert no_rows_warning({**RECORD, "learner/rows": 7.0}) == ""
+    assert no_rows_warning(RECORD) == ""  # a record without a learner (eval-only runs) is not a warning
+    assert "step 3 trained no rows" in _printed({**RECORD, "learner/rows": 0.0})
+    assert "no rows" not in _printed({**RECORD, "learner/rows": 2.0})
