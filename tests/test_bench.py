@@ -287,3 +287,16 @@ def test_bench_config_errors_are_one_line(tmp_path):
         load_bench_config(None, ["seeds=[]", "methods=[grpo]"])
     with pytest.raises(ConfigError, match="appears twice"):
         plan(load_bench_config(None, ["methods=[grpo,grpo]", f"dir={tmp_path}"]))
+
+
+def test_processes_that_split_the_seeds_share_one_warm_start_and_one_cell_key(tmp_path):
+    # two processes on seeds [0,1,2] and [3,4] (warmstart_seed=0) must plan the same cells as one on [0..4]:
+    # the same shared warm start (seed 0) and the same settings keys, so a final run reuses every cell
+    def keyed(**kw):
+        bench = BenchConfig(dir=str(tmp_path), envs=["alfworld-sim"], methods=["grpo"], share_warmstart="env", **kw)
+        return bench.shared_seed, {c.seed: c.key for c in plan(bench).cells}
+
+    whole_seed, whole = keyed(seeds=[0, 1, 2, 3, 4])
+    part_seed, part = keyed(seeds=[3, 4], warmstart_seed=0)
+    assert whole_seed == part_seed == 0 and part == {s: whole[s] for s in (3, 4)}
+    assert keyed(seeds=[3, 4])[0] == 3  # without it, the subset would build a warm start of its own

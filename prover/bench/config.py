@@ -66,9 +66,12 @@ class BenchConfig(BaseModel):
                                                      "cells of one env, by env name, over common.")
     share_warmstart: Literal["env-seed", "env", "none"] = Field(
         "env-seed", description="Which cells start from one warm-started policy, built once: 'env-seed' "
-        "every method of an (env, seed); 'env' every cell of an env (built with the first seed; seeds then "
+        "every method of an (env, seed); 'env' every cell of an env (built with warmstart_seed; seeds then "
         "vary only RL, as the paper's seeds start from one pretrained model); 'none' each cell its own "
         "(seeded alike, so the methods of a seed still start alike).")
+    warmstart_seed: int | None = Field(None, description="With share_warmstart: env, the seed the shared "
+                                       "warm start is built with; null: the first of seeds. Set it when "
+                                       "processes split the seeds (seeds=[3,4]) so they share one policy.")
     baseline: str = Field("grpo", description="Row every method is compared with in Table 1: per seed, method "
                           "minus baseline on the same env and seed, with a bootstrap CI; a matrix without "
                           "this row shows no paired differences.")
@@ -94,6 +97,11 @@ class BenchConfig(BaseModel):
         if value is not None and not 0.0 < value <= 1.0:
             raise ValueError("reach is a success level above 0 and at most 1 (e.g. 0.5), or null for none")
         return value
+
+    @property
+    def shared_seed(self) -> int:
+        """The seed of the warm start every cell of an env shares (share_warmstart: env)."""
+        return self.seeds[0] if self.warmstart_seed is None else self.warmstart_seed
 
     @property
     def out_dir(self) -> Path:

@@ -260,7 +260,7 @@ def ordered(methods: list[MethodSpec], refs: dict[str, str]) -> list[MethodSpec]
 
 def _start(bench: BenchConfig) -> str:
     """Where the cells' policies start, as part of their settings."""
-    return bench.share_warmstart + (f"/{bench.seeds[0]}" if bench.share_warmstart == "env" else "")
+    return bench.share_warmstart + (f"/{bench.shared_seed}" if bench.share_warmstart == "env" else "")
 
 
 def _cell_config(tree: dict, where: str) -> TrainConfig:

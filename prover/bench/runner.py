@@ -52,7 +52,7 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> tuple[TrainC
         return cfg, False  # it starts from a given folder: nothing to build
     shared = cfg.model_copy(deep=True)
     if bench.share_warmstart == "env":
-        shared.seed = bench.seeds[0]  # one starting policy for every seed of the env
+        shared.seed = bench.shared_seed  # one starting policy for every seed of the env
     shared.run.dir = str(Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{shared.seed}")
     models = Path(shared.run.dir) / "models"
     models.mkdir(parents=True, exist_ok=True)

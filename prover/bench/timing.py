@@ -97,7 +97,7 @@ def warmstart_folder(cell: Cell, plan: Plan) -> Path | None:
     bench, cfg = plan.bench, cell.config
     if bench.share_warmstart == "none" or (cfg.model.path != "tiny" and not cfg.warmstart.enabled):
         return None
-    seed = bench.seeds[0] if bench.share_warmstart == "env" else cell.seed
+    seed = bench.shared_seed if bench.share_warmstart == "env" else cell.seed
     return Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{seed}"
 
 
