@@ -1,4 +1,4 @@
-"""``prover train | eval | sft | list | check-env | serve | bench | view``. Errors print as one line, never a
+"""``prover train | eval | sft | list | check-env | serve | bench | view | convert-gguf``. Errors print as one line, never a
 traceback."""
 
 from __future__ import annotations
@@ -187,8 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     from prover.bench.command import add_parser as add_bench_parser
     from prover.view import add_parser as add_view_parser
 
+    from prover.judges.gguf_convert import add_parser as add_convert_parser
+
     add_bench_parser(sub)
     add_view_parser(sub)
+    add_convert_parser(sub)
     return p
 
 

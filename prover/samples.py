@@ -7,13 +7,16 @@ One JSON object per kept group and step::
                        "turns": [{"observation", "completion", "action", "reward", "format_valid",
                                   "action_valid", "advantage"}]}],
      "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale"}],
-     "judge_failure": null or why the judge gave no proposal for the group}
+     "judge_failure": null or why the judge gave no proposal for the group,
+     "judge_replies": [what an LLM judge replied, in order]}
 
 ``advantage`` is the mean advantage over the turn's tokens (null when the method trained on other turns
 than the rollout's, as SPO-tree does). ``segments`` are the judge's proposals as the credit method
 checked them: ``delta`` is null for one dropped by validation (``problem`` says why). ``judge_failure``
 says why a group the judge was asked about got no proposal at all, e.g. "judge request failed
 (http_401): ..." (one line, key-free, at most 500 characters); null when it got one or was not asked.
+``judge_replies`` are an LLM judge's replies to the group's request (its text and tool calls, each cut to
+``judge.max_reply_chars`` and then to TEXT_CHARS); empty for free judges and groups it was not asked about.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[
                      "problem": s.problem[:TEXT_CHARS], "rationale": s.rationale[:TEXT_CHARS]}
                     for s in mine if s.segment is not None]
         failure = next((s.problem[:TEXT_CHARS] for s in mine if s.segment is None), None)
+        replies = next(([r[:TEXT_CHARS] for r in s.transcript] for s in mine if s.transcript), [])
         out.append({"step": step, "group": gi, "task_id": group.task_id,
                     "task_text": group.trajectories[0].task_text if group.trajectories else "",
-                    "trajectories": trajs, "segments": segments, "judge_failure": failure})
+                    "trajectories": trajs, "segments": segments, "judge_failure": failure,
+                    "judge_replies": replies})
     return out

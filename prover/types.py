@@ -186,6 +186,7 @@ class CheckedSegment:
     accepted: bool  # delta > 0: the bonus was added
     problem: str = ""  # why validation dropped it ("" when it was verified)
     rationale: str = ""
+    transcript: list[str] = field(default_factory=list)  # the judge's replies for the group (JudgeResult's)
 
 
 @dataclass
@@ -248,6 +249,7 @@ class JudgeResult:
     usage: JudgeUsage = field(default_factory=JudgeUsage)
     failure: str = ""  # why there is no proposal ("" when there is one)
     error: str = ""  # the kind of failed request that lost the proposal ("http_401", ...); "" when none did
+    transcript: list[str] = field(default_factory=list)  # an LLM judge's replies in order, each cut short
 
 
 @dataclass

@@ -42,6 +42,7 @@ h3 { font-size: 1rem; margin: 0 0 .4rem; }
 .chart-frame { fill: none; stroke: #999; } .chart-grid { stroke: #e4e4e4; } .chart-empty { fill: #999; }
 .group { border: 1px solid #ccc; border-radius: 6px; padding: .8rem; margin: 1rem 0; background: #fcfcfc; }
 .proposals { margin: .2rem 0 .6rem; padding-left: 1.2rem; } .proposals li { margin: .15rem 0; }
+.replies pre { white-space: pre-wrap; margin: .1rem 0; font-size: .85em; }
 .scroll { overflow-x: auto; }
 .grid { display: grid; gap: 4px; align-items: stretch; }
 .thead { font-weight: 600; padding: .3rem; border-radius: 4px; }
@@ -112,6 +113,14 @@ def _turn_html(turn: dict[str, Any], traj_id: str, t: int, col: int) -> str:
             f'<div class="meta">{esc(meta)}</div></div>')
 
 
+def replies_html(replies: list[Any]) -> str:
+    """What the judge said, folded: each reply of its conversation, in order."""
+    if not replies:
+        return ""
+    items = "".join(f"<li><pre>{esc(r)}</pre></li>" for r in replies)
+    return f'<details class="replies"><summary>Judge replies ({len(replies)})</summary><ol>{items}</ol></details>'
+
+
 def group_html(rec: dict[str, Any]) -> str:
     trajs = rec.get("trajectories", [])
     column = {t.get("traj_id"): k + 2 for k, t in enumerate(trajs)}  # grid column of each trajectory
@@ -142,8 +151,10 @@ def group_html(rec: dict[str, Any]) -> str:
     step, gi = esc(rec.get("step")), esc(rec.get("group"))
     head = (f'<h3>Step {step} · group {gi} · {esc(rec.get("task_id", ""))}</h3>'
             f'<div>Task: {esc(rec.get("task_text", ""))}</div>')
+    failure = rec.get("judge_failure")
     props = (f'<ul class="proposals">{"".join(notes)}</ul>' if notes
-             else "<p><small>No judge proposal.</small></p>")
+             else f"<p><small>No judge proposal{': ' + esc(failure) if failure else '.'}</small></p>")
+    props += replies_html(rec.get("judge_replies") or [])
     grid = f'<div class="grid" style="grid-template-columns:{cols}">{"".join(items)}</div>'
     return (f'<article class="group" id="step-{step}-group-{gi}">{head}{props}'
             f'<div class="scroll">{grid}</div></article>')

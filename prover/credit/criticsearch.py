@@ -31,6 +31,8 @@ Departures and choices:
    ``max_repairs`` re-asks, default none), leaves its whole group at plain GRPO, counted in
    ``credit/critic_failures``: a group is never half critic, half not.
 6. One critic call per trajectory, calls run concurrently; eps = 1e-6 (the paper's value was not found).
+7. A structured critic (``credit.critic.local.structured=true`` or ``...litellm.structured=true``) decodes
+   its reply under ``labels_schema``: exactly one "Good" or "Bad" per turn, so its labels always parse.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
 from prover.judges.agentic import count_reply, find_json_object
-from prover.judges.chat import ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, assistant_message
+from prover.judges.chat import ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, ask, assistant_message
 from prover.judges.local_chat import LocalSettings
 from prover.judges.tools import render_trajectory
 from prover.registry import CREDIT
@@ -128,6 +130,14 @@ def read_labels(text: str, n_turns: int) -> list[bool] | str:
     return [label == "Good" for label in labels]
 
 
+def labels_schema(n_turns: int) -> dict:
+    """The JSON schema of a critic's answer for a run of ``n_turns`` turns (structured decoding)."""
+    labels = {"type": "array", "items": {"type": "string", "enum": ["Good", "Bad"]},
+              "minItems": n_turns, "maxItems": n_turns}
+    return {"type": "object", "properties": {"labels": labels}, "required": ["labels"],
+            "additionalProperties": False}
+
+
 def turn_credit(good: list[bool], eps: float) -> np.ndarray:
     """A^a_t = 1[Good_t] / (#Good + eps): the Good turns share one unit of credit."""
     g = np.asarray(good, dtype=np.float64)
@@ -162,7 +172,7 @@ class CriticSearch(CreditAssigner):
                     {"role": "user", "content": critic_prompt(traj, group, cfg.obs_chars)}]
         for attempt in range(cfg.max_repairs + 1):
             try:
-                reply = self.critic.chat(messages)
+                reply = ask(self.critic, messages, schema=labels_schema(len(traj.turns)))
             except ChatError:
                 usage.errors += 1
                 return None, usage

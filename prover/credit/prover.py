@@ -115,23 +115,24 @@ class ProVer(GRPO):
         for (gi, req), res in zip(jobs, results):
             usage.add(res.usage)
             if res.proposal is None and res.failure:  # kept for groups.jsonl: why this group got no proposal
-                checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure)))
+                checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure),
+                                              transcript=res.transcript))
                 dropped += bool(res.error)  # lost to a failed request, not a judge that found nothing
             if res.proposal is not None:
                 seg, why = res.proposal.segment, res.proposal.rationale
                 problem = validate_segment(req, seg)
                 if problem is None:
-                    valid.append((gi, req, seg, why))
+                    valid.append((gi, req, seg, why, res.transcript))
                 else:
                     dropped += 1
-                    checked.append(CheckedSegment(gi, seg, None, False, problem, why))
+                    checked.append(CheckedSegment(gi, seg, None, False, problem, why, res.transcript))
         self.judge_watch.observe(usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
         branches = [BranchRequest(req.success, turn, cfg.samples)
-                    for _, req, seg, _ in valid for turn in (seg.start_turn, seg.end_turn + 1)]
+                    for _, req, seg, _, _ in valid for turn in (seg.start_turn, seg.end_turn + 1)]
         outcomes = ctx.brancher.continue_from(branches, seed=seed) if branches else []
         deltas = [outcomes[2 * k + 1].value - outcomes[2 * k].value for k in range(len(valid))]
-        for (gi, req, seg, why), delta in zip(valid, deltas):
-            checked.append(CheckedSegment(gi, seg, float(delta), bool(delta > 0), "", why))
+        for (gi, req, seg, why, replies), delta in zip(valid, deltas):
+            checked.append(CheckedSegment(gi, seg, float(delta), bool(delta > 0), "", why, replies))
             if delta > 0:
                 per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * delta * unit
         metrics = {
@@ -151,6 +152,6 @@ class ProVer(GRPO):
         }
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
-            metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _ in valid]))
+            metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _, _ in valid]))
             metrics["credit/delta"] = float(np.mean(deltas))
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics, segments=checked)

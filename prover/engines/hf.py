@@ -7,7 +7,7 @@ log-probs of completions given prompts (``completion_logprobs``), which the lear
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -153,19 +153,24 @@ class HFEngine:
         return parse_plugin_config(_kwargs_model(cls), dict(kwargs), "engine.kwargs", "hf")
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], params: SamplingParams,
-                 seed: int | None = None) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
+                 logits_processor: Callable[[], list[Any]] | None = None) -> list[Generation]:
+        """``logits_processor``: builds fresh transformers logits processors for each chunk (they may hold
+        per-sequence state, e.g. a grammar matcher); it may restrict which tokens can be drawn. The
+        log-probs returned are still those of the unrestricted, temperature-scaled distribution."""
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # less padding per chunk
         results: list[Generation | None] = [None] * len(prompts)
         for c, start in enumerate(range(0, len(order), self.batch_size)):
             idx = order[start:start + self.batch_size]
             if seed is not None:
                 torch.manual_seed(derive_seed(seed, c, "hf-chunk"))
-            for i, gen in zip(idx, self._generate_chunk([prompts[i] for i in idx], params)):
+            processors = logits_processor() if logits_processor is not None else None
+            for i, gen in zip(idx, self._generate_chunk([prompts[i] for i in idx], params, processors)):
                 results[i] = gen
         return results  # type: ignore[return-value]
 
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams,
+                        processors: list[Any] | None = None) -> list[Generation]:
         length = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), length), self.pad_id, dtype=torch.long)
         attn = torch.zeros_like(ids)
@@ -177,6 +182,10 @@ class HFEngine:
         if sample:  # sampling flags only when sampling (transformers warns otherwise)
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
         stops = list(params.stop_token_ids) or self.stop_ids
+        if processors:
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList(processors)
         out = self.model.generate(input_ids=ids.to(self.device), attention_mask=attn.to(self.device),
                                   max_new_tokens=params.max_new_tokens, eos_token_id=stops,
                                   pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,

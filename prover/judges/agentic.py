@@ -12,6 +12,15 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
 
+``mode: answer-only`` skips step 1's tools: the model is asked for the JSON object outright, for models
+whose chat template has no tool support (SmolLM2). Structured output (``structured: true`` on the chat
+settings, see ``chat.py``) applies wherever the model may only answer (answer-only, or agentic once only
+``submit_segment`` is left): the reply is then decoded under ``answer_schema``, a JSON object whose
+``traj_id`` is the success's, whose turns lie in its range, and whose rationale is printable ASCII short
+enough for the whole object to fit in the model's reply budget, so it always parses (the segment may
+still fail validation, and is repaired as usual). Every reply is kept, cut to ``max_reply_chars``, in
+the result's ``transcript`` (``groups.jsonl``, ``prover view``).
+
 ``propose`` never raises on what a model or a server does; ``propose_all`` runs requests on a thread
 pool of ``concurrency`` workers.
 """
@@ -22,12 +31,13 @@ import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prover.errors import ConfigError
 from prover.judges.base import Judge, JudgeSettings, validate_segment
-from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall,
+from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall, ask,
                                 assistant_message, tool_message)
 from prover.judges.local_chat import LocalSettings
 from prover.judges.tools import (MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, cut_text, parse_arguments,
@@ -39,9 +49,17 @@ one succeeded, the others failed. Find one failure mode that recurs across the f
 shortest stretch of consecutive turns of the successful run that solves or avoids it: the turns that \
 most likely made the difference. Inspect the failed runs with search_trajectory and get_segment, then \
 answer by calling submit_segment once."""
+ANSWER_ONLY_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
+one succeeded, the others failed. Find one failure mode that recurs across the failed runs, and the \
+shortest stretch of consecutive turns of the successful run that solves or avoids it: the turns that \
+most likely made the difference. Answer with one JSON object and nothing else."""
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]
 NO_RESEARCH_LEFT = "error: no research turns left; call submit_segment now"
 ECHO_CHARS = 200  # what an error message repeats of a model's bad value (it may be huge)
+# printable ASCII but '"' and '\\': one byte a character and no escapes, so no token holds less than one
+# character of it and a reply budget of N tokens surely fits N characters. The bound is in the pattern,
+# not a maxLength: xgrammar ignores maxLength on a string that has a pattern
+RATIONALE_PATTERN = r'^[ !#-\[\]-~]{0,%d}$'
 
 
 class SegmentAnswer(BaseModel):
@@ -68,17 +86,53 @@ class LoopSettings(BaseModel):
                                 "answer is resent with each later request and is part of its cache key.")
     max_rationale_chars: int = Field(2000, ge=20, description="Characters kept of the model's rationale "
                                      "for a proposal (in groups.jsonl and `prover view`).")
+    mode: Literal["agentic", "answer-only"] = Field("agentic", description="'agentic': research tools, then "
+                                                    "submit_segment; 'answer-only': no tools, the model "
+                                                    "replies with the JSON answer (models without a tool "
+                                                    "template, e.g. SmolLM2).")
+    max_reply_chars: int = Field(1000, ge=20, description="Characters kept of each model reply in the "
+                                 "result's transcript (groups.jsonl's judge_replies, `prover view`).")
 
 
-def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400) -> str:
+def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400,
+                answer_only: bool = False) -> str:
     success, failures = request.success, request.failures
     n = len(success.turns)
     previews = "\n".join(f"- {preview(t, preview_chars)}" for t in failures) or "- (none)"
+    how = ("Reply with one JSON object: {\"traj_id\": " + json.dumps(success.traj_id) + ', "start_turn": <int>, '
+           '"end_turn": <int>, "rationale": <why, one sentence>}' if answer_only else
+           f"Answer with submit_segment(traj_id={success.traj_id!r}, start_turn, end_turn, rationale)")
     return (f"Task: {success.task_text}\n\nThe successful run, in full:\n{render_trajectory(success, obs_chars)}\n\n"
             f"The failed runs ({len(failures)}), one line each:\n{previews}\n\n"
-            f"Answer with submit_segment(traj_id={success.traj_id!r}, start_turn, end_turn, rationale): at most "
-            f"{request.max_turns} consecutive turns, ending at turn {n - 2} or earlier (the state after the "
-            "segment must exist), and holding no invalid action.")
+            f"{how}: at most {request.max_turns} consecutive turns, ending at turn {n - 2} or earlier (the state "
+            "after the segment must exist), and holding no invalid action.")
+
+
+def answer_schema(request: JudgeRequest, rationale_chars: int, reply_tokens: int | None = None) -> dict:
+    """The JSON schema of a final answer to ``request``, for structured decoding.
+
+    ``traj_id`` is the success's and both turns lie in 0..n-2, so only length and invalid actions are
+    left to validation. With ``reply_tokens`` known, the rationale is cut so that the whole object, as
+    xgrammar writes it (", " and ": " separators), fits in it with the stop token: a structured reply is
+    then never cut short, whatever the model."""
+    success = request.success
+    last = max(0, len(success.turns) - 2)
+    turn = {"type": "integer", "minimum": 0, "maximum": last}
+    chars = rationale_chars
+    if reply_tokens is not None:
+        frame = json.dumps({"traj_id": success.traj_id, "start_turn": last, "end_turn": last, "rationale": ""})
+        chars = max(0, min(chars, reply_tokens - len(frame.encode()) - 1))
+    return {"type": "object", "additionalProperties": False,
+            "required": ["traj_id", "start_turn", "end_turn", "rationale"],
+            "properties": {"traj_id": {"type": "string", "enum": [success.traj_id]},
+                           "start_turn": turn, "end_turn": turn,
+                           "rationale": {"type": "string", "pattern": RATIONALE_PATTERN % chars}}}
+
+
+def reply_record(reply: ChatReply, max_chars: int) -> str:
+    """One reply as kept in a transcript: its text, then each tool call it made, cut to ``max_chars``."""
+    calls = "".join(f"\n-> {c.name}({c.arguments})" for c in reply.tool_calls)
+    return cut_text((reply.text + calls).strip(), max_chars)
 
 
 def find_json_object(text: str, key: str = "traj_id") -> dict | None:
@@ -187,22 +241,33 @@ class AgenticJudge(Judge):
                 self._chat = self.make_chat()
             return self._chat
 
+    def _ask(self, request: JudgeRequest, messages: list[dict], may_research: bool) -> ChatReply:
+        """One model reply: research tools while they last (agentic), else the answer alone, under the
+        answer's schema when the chat model is structured."""
+        cfg, chat = self.config, self.chat
+        if may_research:
+            return ask(chat, messages, TOOL_SCHEMAS)
+        tools = None if cfg.mode == "answer-only" else [SUBMIT_SCHEMA]
+        schema = answer_schema(request, cfg.max_rationale_chars, getattr(chat, "max_reply_tokens", None))
+        return ask(chat, messages, tools, schema=schema)
+
     def propose(self, request: JudgeRequest) -> JudgeResult:
-        cfg, usage = self.config, JudgeUsage()
-        chat = self.chat
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": user_prompt(request, cfg.obs_chars, cfg.preview_chars)}]
+        cfg, usage, transcript = self.config, JudgeUsage(), []
+        answer_only = cfg.mode == "answer-only"
+        messages = [{"role": "system", "content": ANSWER_ONLY_PROMPT if answer_only else SYSTEM_PROMPT},
+                    {"role": "user", "content": user_prompt(request, cfg.obs_chars, cfg.preview_chars, answer_only)}]
         research, repairs = 0, 0
         while True:
-            may_research = research < cfg.max_tool_turns
+            may_research = not answer_only and research < cfg.max_tool_turns
             try:
-                reply = chat.chat(messages, TOOL_SCHEMAS if may_research else [SUBMIT_SCHEMA])
+                reply = self._ask(request, messages, may_research)
             except ChatError as exc:
                 usage.count_error(exc.kind)
                 usage.retries += exc.attempts - 1
                 why = f"judge request failed ({exc.kind}): {exc}"
-                return JudgeResult(None, usage, failure=why, error=exc.kind)
+                return JudgeResult(None, usage, failure=why, error=exc.kind, transcript=transcript)
             count_reply(usage, reply)
+            transcript.append(reply_record(reply, cfg.max_reply_chars))
             messages.append(assistant_message(reply))
             submit = answer_tool_calls(request, reply, may_research, messages, usage, cfg.max_tool_chars)
             if submit is None and reply.tool_calls and may_research:
@@ -212,13 +277,14 @@ class AgenticJudge(Judge):
                 continue
             outcome = check_answer(request, reply, submit, usage, cfg.max_rationale_chars)
             if isinstance(outcome, Proposal):
-                return JudgeResult(outcome, usage)
+                return JudgeResult(outcome, usage, transcript=transcript)
             if repairs >= cfg.max_repairs:
                 why = f"no valid segment after {repairs} repair(s): {outcome}"
-                return JudgeResult(None, usage, failure=cut_text(why, ECHO_CHARS * 2))
+                return JudgeResult(None, usage, failure=cut_text(why, ECHO_CHARS * 2), transcript=transcript)
             repairs += 1
             usage.repairs += 1
-            feedback = f"Your answer cannot be used: {outcome}. Fix it and call submit_segment again."
+            again = "reply with the corrected JSON object" if answer_only else "call submit_segment again"
+            feedback = f"Your answer cannot be used: {outcome}. Fix it and {again}."
             feedback = cut_text(feedback, cfg.max_tool_chars)  # the outcome may repeat a huge bad value
             messages.append(tool_message(submit.id, feedback) if submit is not None
                             else {"role": "user", "content": feedback})
@@ -285,3 +351,7 @@ class LocalJudge(AgenticJudge):
         if not self.config.model_path:
             raise ConfigError("judge.model_path is not set: give the local Hugging Face checkpoint folder")
         check_model_dir(self.config.model_path)
+        if self.config.structured:
+            from prover.judges.local_chat import require_xgrammar
+
+            require_xgrammar()

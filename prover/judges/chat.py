@@ -1,8 +1,11 @@
 """One small chat interface for every LLM the framework asks (judges, critics), and its LiteLLM client.
 
-``ChatModel.chat(messages, tools) -> ChatReply``: OpenAI-shaped messages and tool schemas in; the reply
-text, its tool calls and what it cost out. A request that fails for good raises ``ChatError`` (one
-line, no secret in it); callers count it and carry on. Two implementations: ``LiteLLMChat`` here (any
+``ChatModel.chat(messages, tools, schema) -> ChatReply``: OpenAI-shaped messages and tool schemas in; the
+reply text, its tool calls and what it cost out. ``schema`` is the JSON schema the caller's answer has
+(a judge's final answer, a critic's labels): a model whose ``structured`` is true decodes the reply as
+one JSON object under it (and is then offered no tools); callers pass it only to such a model (``ask``)
+and parse the text either way. A request that fails for good raises ``ChatError`` (one line, no secret
+in it); callers count it and carry on. Two implementations: ``LiteLLMChat`` here (any
 LiteLLM model, or ``openai/<name>`` plus ``api_base`` for a local OpenAI-compatible server such as
 SGLang or vLLM) and ``LocalChat`` in ``local_chat.py`` (a Hugging Face folder, no server).
 
@@ -78,12 +81,23 @@ def tool_message(call_id: str, content: str) -> dict:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
+def ask(chat: "ChatModel", messages: list[dict], tools: list[dict] | None = None,
+        schema: dict | None = None) -> ChatReply:
+    """``chat.chat``, handing ``schema`` only to a structured model: a ChatModel written before schemas
+    existed (a plugin's, a test's) takes no such argument and is asked as before."""
+    if schema is not None and getattr(chat, "structured", False):
+        return chat.chat(messages, tools, schema=schema)
+    return chat.chat(messages, tools) if tools else chat.chat(messages)
+
+
 class ChatModel:
     """Base class: ``chat`` answers one request; ``close`` releases what the model holds."""
 
     name: str = "chat"
+    structured: bool = False  # honours ``schema``: the reply is one JSON object under it
+    max_reply_tokens: int | None = None  # the most tokens of one reply, when known (a schema can fit in it)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
         raise NotImplementedError
 
     def check_ready(self) -> None:
@@ -153,6 +167,8 @@ class LiteLLMSettings(BaseModel):
     max_tokens: int = Field(2048, ge=1, description="Most tokens per reply.")
     cache: bool = Field(True, description="Reuse the reply of an identical earlier request (in memory).")
     cache_dir: str | None = Field(None, description="Also keep replies as files in this folder, across runs.")
+    structured: bool = Field(False, description="Send the caller's JSON schema, when it gives one, as "
+                             "response_format json_schema (SGLang, vLLM and OpenAI honour it), with no tools.")
     litellm_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for "
                                            "litellm.completion, e.g. {reasoning_effort: low} or, in tests, "
                                            "{mock_response: ...}; never an API key.")
@@ -220,6 +236,8 @@ class LiteLLMChat(ChatModel):
     def __init__(self, settings: LiteLLMSettings) -> None:
         self.settings = settings
         self.name = settings.model
+        self.structured = settings.structured
+        self.max_reply_tokens = settings.max_tokens
         self._api_key: str | None = None
         if settings.api_key_env:
             self._api_key = os.environ.get(settings.api_key_env) or None
@@ -239,10 +257,14 @@ class LiteLLMChat(ChatModel):
             text = text.replace(self._api_key, "***")
         return redact_keys(text)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
         s = self.settings
         payload = {"model": s.model, "api_base": s.api_base, "messages": messages, "tools": tools or None,
                    "temperature": s.temperature, "max_tokens": s.max_tokens, **s.litellm_kwargs}
+        if schema is not None and self.structured:  # the answer itself, as text: no tool call to make
+            payload["tools"] = None
+            payload["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "answer", "schema": schema, "strict": True}}
         key = ReplyCache.key(payload)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             # nothing is spent now, but what the reply first cost is kept, so reports can show the cost

@@ -5,6 +5,12 @@ template's own tools support when it has one (Qwen's templates render them and e
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``); for a template without it (the tiny
 test model's) the same instructions and tags are written into the messages as plain text. Tool calls
 are parsed back out of the generated text in that format. Dollars are always 0.
+
+Structured output (``structured: true``, needs ``xgrammar``: ``pip install -e '.[smollm2]'``): when the
+caller passes a JSON schema to ``chat``, decoding runs under xgrammar's transformers logits processor,
+so the reply is one JSON object under that schema (no tools are rendered then); a reply can only fail
+to parse when ``max_new_tokens`` cuts it. Off by default: the agentic judge on a model with a tool
+template (Qwen) answers through ``submit_segment`` and needs no grammar, and xgrammar is an extra.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Literal
+from collections import OrderedDict
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +29,7 @@ from prover.judges.chat import ChatError, ChatModel, ChatReply, ToolCall
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", flags=re.DOTALL)
 THINK = re.compile(r"<think>.*?(?:</think>|$)", flags=re.DOTALL)
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+GRAMMAR_CACHE = 64  # compiled grammars kept per model: a judge's schema differs by request (turn bounds)
 
 
 class LocalSettings(BaseModel):
@@ -36,6 +44,9 @@ class LocalSettings(BaseModel):
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0: greedy).")
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra chat-template "
                                                  "arguments, e.g. {enable_thinking: false} for Qwen3.")
+    structured: bool = Field(False, description="Decode every reply the caller gives a JSON schema for (a "
+                             "judge's final answer, a critic's labels) under that schema with xgrammar, so it "
+                             "always parses; needs the smollm2 extra (xgrammar).")
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
@@ -102,6 +113,14 @@ def template_messages(messages: list[dict], tools: list[dict] | None, native_too
     return out
 
 
+def require_xgrammar() -> None:
+    """A one-line ConfigError when structured output is asked for and xgrammar is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("xgrammar") is None:
+        raise ConfigError("structured=true needs xgrammar: pip install -e '.[smollm2]' (or pip install xgrammar)")
+
+
 class LocalChat(ChatModel):
     """One model in this process; requests are served one at a time (a lock), greedy by default."""
 
@@ -111,7 +130,11 @@ class LocalChat(ChatModel):
         if not settings.model_path:
             raise ConfigError("model_path is not set: give the local Hugging Face checkpoint folder of the model")
         check_model_dir(settings.model_path)
+        if settings.structured:
+            require_xgrammar()
         self.settings = settings
+        self.structured = settings.structured
+        self.max_reply_tokens = settings.max_new_tokens
         self.name = f"local:{settings.model_path}"
         self.engine = HFEngine(settings.model_path, dtype=settings.dtype, device=settings.device, batch_size=1)
         self.tokenizer = self.engine.tokenizer
@@ -119,6 +142,8 @@ class LocalChat(ChatModel):
         self.max_context = getattr(self.engine.model.config, "max_position_embeddings", None)
         self._lock = threading.Lock()
         self._calls = 0
+        self._compiler: Any = None
+        self._grammars: OrderedDict[str, Any] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"LocalChat(model_path={self.settings.model_path!r})"
@@ -133,10 +158,35 @@ class LocalChat(ChatModel):
             ids = ids["input_ids"]
         return list(ids)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatReply:
+    def grammar(self, schema: dict) -> Callable[[], list[Any]]:
+        """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one
+        ``generate`` call), its compiled grammar cached by the schema's text."""
+        import xgrammar as xgr
+        import xgrammar.contrib.hf  # noqa: F401  (the transformers logits processor)
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            if self._compiler is None:
+                # the model's vocab may be padded past the tokenizer's; the grammar's stop tokens are the
+                # engine's, so a finished JSON object ends the reply exactly where generation stops
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.engine.model.config.vocab_size,
+                                                          stop_token_ids=self.engine.stop_ids)
+                self._compiler = xgr.GrammarCompiler(info)
+            # no free whitespace between tokens: a weak model could otherwise pad the object forever; the
+            # schema as given, not the sorted cache key: its property order is the order written
+            self._grammars[key] = self._compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
+            if len(self._grammars) > GRAMMAR_CACHE:
+                self._grammars.popitem(last=False)
+        compiled = self._grammars[key]
+        return lambda: [xgr.contrib.hf.LogitsProcessor(compiled)]
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
         from prover.types import SamplingParams
 
         s = self.settings
+        constrained = schema is not None and self.structured
+        if constrained:
+            tools = None  # the reply is the JSON object itself, not a tool call
         try:
             prompt = self.encode(messages, tools)
         except Exception as exc:  # a template that rejects these messages is this model's failure
@@ -148,12 +198,15 @@ class LocalChat(ChatModel):
         with self._lock:
             self._calls += 1
             try:
-                gen = self.engine.generate([prompt], params, seed=self._calls)[0]
-            except RuntimeError as exc:  # out of memory and the like: this request failed
+                processors = self.grammar(schema) if constrained else None
+                gen = self.engine.generate([prompt], params, seed=self._calls, logits_processor=processors)[0]
+            except RuntimeError as exc:  # out of memory and the like (xgrammar's errors too): this request failed
                 raise ChatError(f"{self.name}: generation failed: {str(exc).splitlines()[0][:200]}") from None
         text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=False)
         for mark in END_MARKS:
             text = text.replace(mark, "")
+        if constrained:  # the grammar's text is the answer as is; "<tool_call>" inside a string is prose
+            return ChatReply(text.strip(), [], prompt_tokens=len(prompt), completion_tokens=len(gen.token_ids))
         text, calls = parse_tool_calls(THINK.sub("", text))
         return ChatReply(text, calls, prompt_tokens=len(prompt), completion_tokens=len(gen.token_ids))
 
