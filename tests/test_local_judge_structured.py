@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from prover.judges.agentic import LocalJudge, LocalJudgeConfig, SegmentAnswer, answer_schema, read_answer
+from prover.judges.local_chat import LocalSettings
 from prover.types import Group, JudgeRequest, Trajectory, Turn
 
 SUCCESS = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to sinkbasin 1",
@@ -331,3 +332,14 @@ def test_litellm_structured_sends_the_schema_as_response_format(request_):
     fmt = body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == answer_schema(request_, 2000, REPLY_TOKENS)
     assert "tools" not in body
+
+
+def test_model_path_reads_home_as_a_shell_would(monkeypatch, tmp_path):
+    from prover.bench.matrix import missing_setup
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m").mkdir()
+    assert LocalSettings(model_path="~/m").model_path == LocalSettings(model_path="$HOME/m").model_path == \
+        str(tmp_path / "m")
+    assert missing_setup({"judge": {"name": "local", "model_path": "~/m"}}) is None  # the bench agrees
+    assert "not a folder" in missing_setup({"judge": {"name": "local", "model_path": "~/absent"}})

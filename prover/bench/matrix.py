@@ -117,7 +117,8 @@ def _local_gap(section: dict, where: str) -> str | None:
     path = section.get("model_path")
     if not path:
         return f"{where}.model_path is not set"
-    return None if Path(path).is_dir() else f"{where}.model_path {path!r} is not a folder"
+    folder = Path(os.path.expandvars(os.path.expanduser(path)))  # as LocalSettings reads it
+    return None if folder.is_dir() else f"{where}.model_path {path!r} is not a folder"
 
 
 def missing_setup(tree: dict) -> str | None:

@@ -16,12 +16,13 @@ template (Qwen) answers through ``submit_segment`` and needs no grammar, and xgr
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.errors import ConfigError
 from prover.judges.chat import ChatError, ChatModel, ChatReply, ToolCall
@@ -47,6 +48,11 @@ class LocalSettings(BaseModel):
     structured: bool = Field(False, description="Decode every reply the caller gives a JSON schema for (a "
                              "judge's final answer, a critic's labels) under that schema with xgrammar, so it "
                              "always parses; needs the smollm2 extra (xgrammar).")
+
+    @field_validator("model_path")
+    @classmethod
+    def _expand(cls, value: str) -> str:  # "~/.cache/..." and "$HOME/..." in a YAML file mean what a shell means
+        return os.path.expandvars(os.path.expanduser(value)) if value else value
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
