@@ -71,13 +71,24 @@ def judge(folder, **overrides) -> LocalJudge:
 
 def test_the_answer_schema_bounds_the_answer_to_the_request(request_):
     schema = answer_schema(request_, rationale_chars=2000, reply_tokens=REPLY_TOKENS)
-    props = schema["properties"]
+    # 6 turns, L = 4, the last (5) cannot end a segment: start s may end at s..min(s+3, 4)
+    spans = {s: list(range(s, min(s + 3, 4) + 1)) for s in range(5)}
+    assert [(a["properties"]["start_turn"]["enum"], a["properties"]["end_turn"]["enum"]) for a in schema["anyOf"]] \
+        == [([s], ends) for s, ends in spans.items()]
+    props = schema["anyOf"][0]["properties"]
     assert props["traj_id"]["enum"] == ["s"]
-    assert props["start_turn"]["maximum"] == props["end_turn"]["maximum"] == len(SUCCESS) - 2
     frame = '{"traj_id": "s", "start_turn": 4, "end_turn": 4, "rationale": ""}'  # xgrammar's separators
     # printable ASCII less '"' and '\\', at most what fits with the frame and the stop token
     assert props["rationale"]["pattern"] == r'^[ !#-\[\]-~]{0,%d}$' % (REPLY_TOKENS - len(frame) - 1)
-    assert answer_schema(request_, 30, REPLY_TOKENS)["properties"]["rationale"]["pattern"].endswith("{0,30}$")
+    short = answer_schema(request_, 30, REPLY_TOKENS)["anyOf"][0]
+    assert short["properties"]["rationale"]["pattern"].endswith("{0,30}$")
+
+
+def test_the_answer_schema_leaves_out_segments_with_a_rejected_action(request_):
+    request_.success.turns[2].action_valid = False  # no segment may hold turn 2
+    starts = {a["properties"]["start_turn"]["enum"][0]: a["properties"]["end_turn"]["enum"]
+              for a in answer_schema(request_, 100)["anyOf"]}
+    assert starts == {0: [0, 1], 1: [1], 3: [3, 4], 4: [4]}
 
 
 def test_structured_answers_of_random_models_always_parse(tiny_llamas, request_):
@@ -89,11 +100,11 @@ def test_structured_answers_of_random_models_always_parse(tiny_llamas, request_)
         j.close()
         [reply] = result.transcript  # one reply, no repair
         answer = SegmentAnswer.model_validate(json.loads(reply))
-        assert answer.traj_id == "s" and 0 <= answer.start_turn <= 4 and 0 <= answer.end_turn <= 4
+        assert answer.traj_id == "s" and 0 <= answer.start_turn <= answer.end_turn <= min(4, answer.start_turn + 3)
         assert len(answer.rationale) <= limit and '"' not in answer.rationale
         assert result.usage.completion_tokens <= REPLY_TOKENS and "unreadable" not in result.usage.errors_by_kind
-        # the segment itself is validated as usual: a proposal, or a reason naming the segment's flaw
-        assert result.proposal is not None or result.failure.startswith("no valid segment after 0 repair(s)")
+        # the schema holds only segments that pass validation: every answer is a proposal to verify
+        assert result.proposal is not None and result.failure == ""
 
 
 def test_unstructured_answers_of_the_same_models_do_not_parse(tiny_llamas, request_):

@@ -16,9 +16,9 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
 whose chat template has no tool support (SmolLM2). Structured output (``structured: true`` on the chat
 settings, see ``chat.py``) applies wherever the model may only answer (answer-only, or agentic once only
 ``submit_segment`` is left): the reply is then decoded under ``answer_schema``, a JSON object whose
-``traj_id`` is the success's, whose turns lie in its range, and whose rationale is printable ASCII short
-enough for the whole object to fit in the model's reply budget, so it always parses (the segment may
-still fail validation, and is repaired as usual). Every reply is kept, cut to ``max_reply_chars``, in
+``traj_id`` is the success's, whose (start_turn, end_turn) is a segment that passes validation, and whose
+rationale is printable ASCII short enough for the whole object to fit in the model's reply budget, so it
+always parses and can always be verified. Every reply is kept, cut to ``max_reply_chars``, in
 the result's ``transcript`` (``groups.jsonl``, ``prover view``).
 
 ``propose`` never raises on what a model or a server does; ``propose_all`` runs requests on a thread
@@ -108,25 +108,46 @@ def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int 
             "after the segment must exist), and holding no invalid action.")
 
 
+def valid_spans(request: JudgeRequest) -> dict[int, list[int]]:
+    """Every (start, end) that ``validate_segment`` accepts for ``request``, as start -> its ends."""
+    success, spans = request.success, {}
+    for s in range(len(success.turns)):
+        ends = [e for e in range(s, s + request.max_turns)
+                if validate_segment(request, Segment(success.traj_id, s, e)) is None]
+        if ends:
+            spans[s] = ends
+    return spans
+
+
 def answer_schema(request: JudgeRequest, rationale_chars: int, reply_tokens: int | None = None) -> dict:
     """The JSON schema of a final answer to ``request``, for structured decoding.
 
-    ``traj_id`` is the success's and both turns lie in 0..n-2, so only length and invalid actions are
-    left to validation. With ``reply_tokens`` known, the rationale is cut so that the whole object, as
-    xgrammar writes it (", " and ": " separators), fits in it with the stop token: a structured reply is
-    then never cut short, whatever the model."""
+    ``traj_id`` is the success's and (start_turn, end_turn) is one of the segments ``validate_segment``
+    accepts (at most L turns, ending before the last, no rejected action), one alternative per start:
+    every structured answer can be verified, and verification alone decides whether it was right. With
+    no such segment, both turns only lie in 0..n-2. With ``reply_tokens`` known, the rationale is cut so
+    that the whole object, as xgrammar writes it (", " and ": " separators), fits in it with the stop
+    token: a structured reply is then never cut short, whatever the model."""
     success = request.success
     last = max(0, len(success.turns) - 2)
-    turn = {"type": "integer", "minimum": 0, "maximum": last}
     chars = rationale_chars
     if reply_tokens is not None:
         frame = json.dumps({"traj_id": success.traj_id, "start_turn": last, "end_turn": last, "rationale": ""})
         chars = max(0, min(chars, reply_tokens - len(frame.encode()) - 1))
-    return {"type": "object", "additionalProperties": False,
-            "required": ["traj_id", "start_turn", "end_turn", "rationale"],
-            "properties": {"traj_id": {"type": "string", "enum": [success.traj_id]},
-                           "start_turn": turn, "end_turn": turn,
-                           "rationale": {"type": "string", "pattern": RATIONALE_PATTERN % chars}}}
+
+    def answer(start: dict, end: dict) -> dict:
+        return {"type": "object", "additionalProperties": False,
+                "required": ["traj_id", "start_turn", "end_turn", "rationale"],
+                "properties": {"traj_id": {"type": "string", "enum": [success.traj_id]},
+                               "start_turn": start, "end_turn": end,
+                               "rationale": {"type": "string", "pattern": RATIONALE_PATTERN % chars}}}
+
+    spans = valid_spans(request)
+    if not spans:
+        turn = {"type": "integer", "minimum": 0, "maximum": last}
+        return answer(turn, turn)
+    return {"anyOf": [answer({"type": "integer", "enum": [s]}, {"type": "integer", "enum": ends})
+                      for s, ends in spans.items()]}
 
 
 def reply_record(reply: ChatReply, max_chars: int) -> str:
