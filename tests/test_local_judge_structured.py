@@ -324,6 +324,30 @@ def test_the_packaged_smollm2_converts_to_the_same_model(tmp_path):
         assert torch.equal(model(ids).logits, gguf_model.eval()(ids).logits)
 
 
+def converted_smollm2():
+    """The folder `prover convert-gguf` writes, when this machine has run it (else None)."""
+    from prover.judges.gguf_convert import DEFAULT_NAME, cache_root, is_complete
+
+    folder = cache_root() / "models" / DEFAULT_NAME
+    return folder if folder.is_dir() and is_complete(folder) else None
+
+
+def test_the_local_judge_end_to_end_on_the_converted_model_or_a_tiny_one(tiny_llamas, request_):
+    """The README's path (convert-gguf, then judge.name=local with structured output) on a tiny request:
+    with the converted SmolLM2 where it exists, else (CI) a hand-built tiny Llama; greedy and sampled
+    answers all parse and are proposals to verify."""
+    pytest.importorskip("xgrammar")
+    folder = converted_smollm2() or tiny_llamas[0]
+    for temperature in (0.0, 1.0):
+        j = judge(folder, structured=True, temperature=temperature, max_new_tokens=64)
+        result = j.propose(request_)
+        j.close()
+        [reply] = result.transcript
+        answer = SegmentAnswer.model_validate(json.loads(reply))
+        assert result.proposal is not None and result.proposal.segment.start_turn == answer.start_turn
+        assert answer.end_turn - answer.start_turn < 4 and answer.end_turn <= 4
+
+
 # -- the same schema for an OpenAI-compatible server -----------------------------------------------
 
 def test_litellm_structured_sends_the_schema_as_response_format(request_):
