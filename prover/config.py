@@ -119,6 +119,10 @@ class LearnerConfig(Section):
                                      "steps in a row with one, the run stops with one line.")
 
 
+TINY_WARMSTART_LR = 1e-3
+PRETRAINED_WARMSTART_LR = 1e-5
+
+
 class WarmStartConfig(Section):
     enabled: bool = Field(True, description="Behaviour-clone expert episodes before RL.")
     episodes: int = Field(1000, ge=1, description="Expert episodes to clone (train split); many distinct "
@@ -129,9 +133,18 @@ class WarmStartConfig(Section):
     prompt_loss_weight: float = Field(1.0, ge=0.0, description="Weight of the prompt tokens in the SFT loss "
                                       "(completion tokens weigh 1); a tiny model learns the env's text, and to "
                                       "copy from it, far faster with it on. Use 0 for a pretrained model.")
-    lr: float = Field(1e-3, gt=0.0, description="SFT learning rate.")
+    lr: float | None = Field(None, gt=0.0, description="SFT learning rate; null: 1e-3 for the tiny model (it "
+                             "learns the env's text from scratch), 1e-5 for a pretrained checkpoint (1e-3 wrecks "
+                             "what it knows).")
     batch_rows: int = Field(8, ge=1, description="Turn rows per SFT optimizer step (small batches: more "
                             "updates for the same compute).")
+
+
+def warmstart_lr(warmstart: WarmStartConfig, model_path: str) -> float:
+    """The warm start's learning rate: as set, else the default for a tiny model or a checkpoint."""
+    if warmstart.lr is not None:
+        return warmstart.lr
+    return TINY_WARMSTART_LR if model_path == "tiny" else PRETRAINED_WARMSTART_LR
 
 
 class EvalConfig(Section):

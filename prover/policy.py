@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from prover.config import TrainConfig
+from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size
 from prover.engines.hf import check_model_dir
 from prover.envs.base import TextEnv
@@ -62,7 +62,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
     from prover.warmstart import expert_rows
 
     ws = cfg.warmstart
-    learner = Learner(base, cfg.learner.model_copy(update={"lr": ws.lr}), dtype=cfg.model.dtype, seed=cfg.seed)
+    learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}), dtype=cfg.model.dtype, seed=cfg.seed)
     rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                        seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
                        chat_kwargs=cfg.model.chat_template_kwargs)

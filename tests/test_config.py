@@ -235,3 +235,11 @@ def test_field_help_covers_every_leaf_with_its_description_and_default():
     # the method sections list their name and the built-in methods' own fields
     assert {"credit.name", "judge.name", "credit.norm", "credit.stats"} <= set(rows)
     assert CreditConfig.model_fields["name"].description and JudgeConfig.model_fields["name"].description
+
+
+def test_the_warm_start_lr_defaults_to_the_models_kind():
+    from prover.config import WarmStartConfig, warmstart_lr
+
+    assert warmstart_lr(WarmStartConfig(), "tiny") == 1e-3  # a tiny model learns the env's text from scratch
+    assert warmstart_lr(WarmStartConfig(), "/models/SmolLM2") == 1e-5  # a checkpoint keeps what it knows
+    assert warmstart_lr(WarmStartConfig(lr=3e-4), "/models/SmolLM2") == 3e-4  # a set value wins
