@@ -117,8 +117,9 @@ def _local_gap(section: dict, where: str) -> str | None:
     path = section.get("model_path")
     if not path:
         return f"{where}.model_path is not set"
-    folder = Path(os.path.expandvars(os.path.expanduser(path)))  # as LocalSettings reads it
-    return None if folder.is_dir() else f"{where}.model_path {path!r} is not a folder"
+    from prover.judges.local_chat import expand_path
+
+    return None if Path(expand_path(path)).is_dir() else f"{where}.model_path {path!r} is not a folder"
 
 
 def missing_setup(tree: dict) -> str | None:
@@ -257,6 +258,16 @@ def ordered(methods: list[MethodSpec], refs: dict[str, str]) -> list[MethodSpec]
     """The methods with every budget reference before the methods that match it."""
     firsts = set(refs.values())
     return [m for m in methods if m.row in firsts] + [m for m in methods if m.row not in firsts]
+
+
+def warmstart_folder(bench: BenchConfig, cell: Cell) -> Path | None:
+    """The shared folder a cell's warm start is built in (``shared/<env>/seed-<s>``), or None when the cell
+    builds none of its own (its model is given, or share_warmstart none makes it part of its training)."""
+    cfg = cell.config
+    if bench.share_warmstart == "none" or (cfg.model.path != "tiny" and not cfg.warmstart.enabled):
+        return None
+    seed = bench.shared_seed if bench.share_warmstart == "env" else cell.seed
+    return Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{seed}"
 
 
 def _start(bench: BenchConfig) -> str:

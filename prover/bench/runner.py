@@ -22,7 +22,7 @@ from typing import Callable
 import yaml
 
 from prover.bench import stats, timing
-from prover.bench.matrix import BenchConfig, Cell, Plan
+from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
 from prover.bench.report import markdown_tables, write_csvs
 from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
 from prover.config import TrainConfig
@@ -48,13 +48,14 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> tuple[TrainC
     from prover.run import RunDir
 
     cfg = cell.config
-    if cfg.model.path != "tiny" and not cfg.warmstart.enabled:
-        return cfg, False  # it starts from a given folder: nothing to build
+    where = warmstart_folder(bench, cell)
+    if where is None:
+        return cfg, False  # a given folder, or share_warmstart none: nothing shared to build
     shared = cfg.model_copy(deep=True)
     if bench.share_warmstart == "env":
         shared.seed = bench.shared_seed  # one starting policy for every seed of the env
-    shared.run.dir = str(Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{shared.seed}")
-    models = Path(shared.run.dir) / "models"
+    shared.run.dir = str(where)
+    models = where / "models"
     models.mkdir(parents=True, exist_ok=True)
     before = set(models.iterdir())  # a new folder after prepare_policy means it built one
     folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
@@ -87,7 +88,7 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
     if not same and read_history(cell.dir):
         echo(f"{head}: its settings changed since it ran; restarting it")
     t0 = time.monotonic()
-    cfg, built = (cell.config, False) if bench.share_warmstart == "none" else shared_policy(cell, bench, verbose)
+    cfg, built = shared_policy(cell, bench, verbose)
     cfg = matched_budget(cell, cfg)
     if built:
         timing.record_warmstart(bench.dir, cell.env, time.monotonic() - t0)

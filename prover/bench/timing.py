@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prover.bench.matrix import Cell, Plan
+from prover.bench.matrix import Cell, Plan, warmstart_folder
 from prover.bench.tables import is_finished, read_history, started_key
 from prover.run import write_atomic
 
@@ -91,16 +91,6 @@ def steps_left(cell: Cell) -> int:
     return max(0, cell.config.steps - done)
 
 
-def warmstart_folder(cell: Cell, plan: Plan) -> Path | None:
-    """The shared folder a cell's warm start is built in, or None when the cell builds none of its own
-    (its model is given, or share_warmstart none makes it part of the cell's training)."""
-    bench, cfg = plan.bench, cell.config
-    if bench.share_warmstart == "none" or (cfg.model.path != "tiny" and not cfg.warmstart.enabled):
-        return None
-    seed = bench.shared_seed if bench.share_warmstart == "env" else cell.seed
-    return Path(bench.dir) / "shared" / cell.dir.parent.parent.name / f"seed-{seed}"
-
-
 def _price(rate: dict[tuple[str, str], float], env: str, method: str) -> float | None:
     if (env, method) in rate:
         return rate[env, method]
@@ -119,7 +109,7 @@ def estimate(plan: Plan, cells: list[Cell] | None = None) -> Estimate:
             continue
         left = steps_left(cell)
         est.cells, est.steps = est.cells + 1, est.steps + left
-        folder = warmstart_folder(cell, plan)
+        folder = warmstart_folder(plan.bench, cell)
         if folder is not None and not any((folder / "models").glob("warmstart-*")):
             builds[folder] = cell.env
         per_step = _price(rate, cell.env, cell.method.row)

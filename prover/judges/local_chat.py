@@ -52,7 +52,12 @@ class LocalSettings(BaseModel):
     @field_validator("model_path")
     @classmethod
     def _expand(cls, value: str) -> str:  # "~/.cache/..." and "$HOME/..." in a YAML file mean what a shell means
-        return os.path.expandvars(os.path.expanduser(value)) if value else value
+        return expand_path(value)
+
+
+def expand_path(value: str) -> str:
+    """A local path as a shell reads it: ``~`` and ``$HOME`` expanded (YAML files do not do it)."""
+    return os.path.expandvars(os.path.expanduser(value)) if value else value
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
