@@ -300,3 +300,15 @@ def test_processes_that_split_the_seeds_share_one_warm_start_and_one_cell_key(tm
     part_seed, part = keyed(seeds=[3, 4], warmstart_seed=0)
     assert whole_seed == part_seed == 0 and part == {s: whole[s] for s in (3, 4)}
     assert keyed(seeds=[3, 4])[0] == 3  # without it, the subset would build a warm start of its own
+
+
+def test_a_default_that_resolves_by_model_kind_keys_cells_by_its_value(tmp_path):
+    # warmstart.lr unset means 1e-3 for the tiny model (config.TINY_WARMSTART_LR's documented value): a cell
+    # finished with lr written out as 1e-3 is the same cell; another lr is not
+    def key(*extra):
+        bench = load_bench_config(None, ["methods=[grpo]", "seeds=[0]", f"dir={tmp_path}", *extra])
+        return plan(bench).cells[0].key
+
+    unset = key()
+    assert key("common={warmstart.lr: 0.001}") == unset
+    assert key("common={warmstart.lr: 0.002}") != unset

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.bench.config import BenchConfig, MethodSpec, load_bench_config  # noqa: F401  (the matrix's API)
-from prover.config import TrainConfig, config_from_tree
+from prover.config import TrainConfig, config_from_tree, warmstart_lr
 from prover.errors import ConfigError, ProverError
 
 RESERVED = ("steps", "seed", "env.name", "credit.name", "judge.name", "run.dir")  # set by the matrix itself
@@ -150,9 +150,11 @@ def _folder_name(text: str) -> str:
 
 def settings_hash(cfg: TrainConfig, start: str = "") -> str:
     """The cell's settings without its folder, and where its policy starts: a finished cell is reused only
-    under the same ones."""
+    under the same ones. A default that resolves by the model's kind (warmstart.lr) counts as its resolved
+    value, so a cell does not rerun because that default became implicit."""
     tree = cfg.model_dump(mode="json")
     tree["run"].pop("dir")
+    tree["warmstart"]["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
     tree["bench_start"] = start
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 
