@@ -6,6 +6,8 @@ are 0..4, the key lies in room 2, and opening the door in room 4 while holding t
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 
@@ -123,7 +125,7 @@ class RaisesOnInvalidAction(Corridor):
 
 @pytest.mark.parametrize("cls", [Corridor, ReplayCorridor])
 def test_a_correct_env_passes_every_check(cls):
-    assert check_env(cls()) == 15  # five checks on each of three seeds
+    assert check_env(cls()) == 16  # the corpus_env check, then five checks on each of three seeds
     env = cls()
     env.reset(seed=0)
     env.step("go right")
@@ -172,6 +174,27 @@ def test_an_exception_on_an_invalid_action_is_caught():
                           "is_action_valid False"), msg
 
 
+class CorpusWithOtherPrompts(Corridor):
+    """Names a corpus env whose prompts differ: its text would train the tokenizer on prompts never seen."""
+
+    def corpus_env(self):
+        twin = Corridor()
+        twin.agent_spec = dataclasses.replace(twin.agent_spec, history_window=twin.agent_spec.history_window + 1)
+        return twin
+
+
+class CorpusIsNotAnEnv(Corridor):
+    def corpus_env(self):
+        return "alfworld-sim"
+
+
+def test_a_corpus_env_must_be_an_env_that_prompts_alike():
+    assert _error(CorpusWithOtherPrompts) == ("check_env [corpus_env]: corpus_env()'s agent_spec differs from "
+                                              "the env's: its text would train a tokenizer on prompts the agent "
+                                              "never sees (see the env contract in prover/envs/base.py)")
+    assert _error(CorpusIsNotAnEnv).startswith("check_env [corpus_env]: corpus_env() returned a str, not")
+
+
 # -- prover check-env -------------------------------------------------------------------------------
 
 def _target(cls: type) -> str:
@@ -181,9 +204,9 @@ def _target(cls: type) -> str:
 def test_check_env_command_passes_a_correct_env_with_its_arguments(capsys):
     assert main(["check-env", _target(Corridor), "max_steps=25"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{_target(Corridor)}: passes the env contract (16 checks)"]  # 15 of ours, gymnasium's
+    assert out == [f"{_target(Corridor)}: passes the env contract (17 checks)"]  # 16 of ours, gymnasium's
     assert main(["check-env", "alfworld-sim", "env.kwargs.max_steps=20"]) == 0
-    assert capsys.readouterr().out == "alfworld-sim: passes the env contract (16 checks)\n"
+    assert capsys.readouterr().out == "alfworld-sim: passes the env contract (17 checks)\n"
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -48,10 +48,9 @@ def searchr1_overrides(tmp_path: Path, request) -> list[str]:
 
 
 def alfworld_overrides(tmp_path: Path, request) -> list[str]:
-    # The real engine has no expert (ALFWorld's expert needs its planner's hand-written plans), so the
-    # warm start, which clones expert episodes, cannot run; RL from the untrained tiny model still does.
-    # max_steps=6 keeps the tokenizer corpus's episodes (each played out to the step cap) short.
-    return ["warmstart.enabled=false", "env.kwargs.max_steps=6"]
+    # The defaults: the warm start clones ALFWorld's planner expert on the real engine, and the tokenizer's
+    # corpus is played on alfworld-sim (corpus_env).
+    return []
 
 
 PLUGIN_ENVS = {  # env name -> (its package, the overrides its own tests use)

@@ -26,11 +26,13 @@ CHAT_TEMPLATE = (
 
 def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
                history_window: int | None = None) -> Iterator[str]:
-    """Prompts and completions of episodes that mix expert and random actions, on the train split."""
+    """Prompts and completions of episodes that mix expert and random actions, on the train split, played
+    on the env's ``corpus_env()`` when it names a faster one with the same text."""
     from prover.rollout import agent_spec_for
 
     rng = random.Random(seed)
     env = make_env()
+    env = env.corpus_env() or env
     spec = agent_spec_for(env, history_window)
     for ep in range(n_episodes):
         obs, info = env.reset(seed=seed * 100_003 + ep, options={"split": "train"})

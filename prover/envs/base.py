@@ -39,6 +39,12 @@ time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
     states. ``None`` (the default) means the env does not know. It is never shown to the agent or a
     judge: the trainer scores the judge's proposals against it (``truth/...`` metrics).
 
+``corpus_env() -> TextEnv | None`` (optional)
+    A fast env whose agent-facing text is this env's (the same prompts, task phrasing, entity names and
+    feedback), whose episodes build the tiny tokenizer's corpus in place of this env's own. ``None`` (the
+    default) means this env plays the corpus itself. A real engine that is slow to reset returns its
+    embedded stand-in, so that building a tokenizer does not take minutes of engine time.
+
 ``train_recipe`` (class attribute): dotted config settings with which the tiny policy learns this env,
 e.g. ``{"warmstart.episodes": 3000}``. When ``model.path`` is ``tiny``, ``load_config`` applies each one
 that the user's file and overrides leave unset, so ``prover train env.name=<env>`` starts from a
@@ -151,6 +157,10 @@ class TextEnv(gym.Env):
     # -- optional ------------------------------------------------------------------------------
     def expert_action(self) -> str | None:
         """An oracle's next action from the current state, or None if the env has no expert."""
+        return None
+
+    def corpus_env(self) -> "TextEnv | None":
+        """A fast env with this env's agent-facing text, for the tiny tokenizer's corpus; None: this env."""
         return None
 
     def pivotal_turns(self, trajectory: Any) -> list[int] | None:

@@ -265,13 +265,26 @@ def check_state_key(env: TextEnv, seed: int, n_steps: int, budget_s: float = 1.0
         _compare_futures(env, key, a, b, seed)
 
 
+def check_corpus_env(env: TextEnv) -> None:
+    """``corpus_env()`` is None or a TextEnv that prompts the agent exactly as ``env`` does."""
+    twin = env.corpus_env()
+    if twin is None:
+        return
+    if not isinstance(twin, TextEnv):
+        _fail("corpus_env", f"corpus_env() returned a {type(twin).__name__}, not a prover.envs.TextEnv")
+    if twin.agent_spec != env.agent_spec:
+        _fail("corpus_env", "corpus_env()'s agent_spec differs from the env's: its text would train a "
+                            "tokenizer on prompts the agent never sees")
+
+
 def check_env(env: TextEnv, seeds: tuple[int, ...] = (0, 1, 2), n_steps: int = 30,
               key_budget_s: float = 1.0) -> int:
     """Run every contract check on ``env``; raise ``ContractError`` on the first broken rule.
     Returns the number of checks that ran (the snapshot checks are skipped when ``can_snapshot`` is False)."""
     if not isinstance(env, TextEnv):
         _fail("type", f"{type(env).__name__} is not a prover.envs.TextEnv")
-    count = 0
+    check_corpus_env(env)
+    count = 1
     for seed in seeds:
         check_reset(env, seed)
         check_step_types(env, seed)

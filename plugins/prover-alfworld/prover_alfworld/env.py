@@ -13,6 +13,15 @@ The agent-facing text is ``alfworld-sim``'s (its ``AgentSpec`` presets), so a po
 stand-in is prompted identically here. Reward is 1.0 on the step that wins, ``terminated`` when won,
 ``truncated`` after ``max_steps`` (ALFWorld's configs use 50).
 
+Commands reach the engine as the agent wrote them, as in ALFWorld: "Examine toilet 1" is not
+admissible and the engine answers "Nothing happens.". ``normalize_commands=True`` lower-cases them and
+collapses runs of spaces first (what ``alfworld-sim`` always does), which is more lenient than ALFWorld.
+
+The expert (``expert_action``, for the warm start) is ALFWorld's ``planner`` expert: the first command
+of Fast Downward's plan from the current true state, for generated games and a user's games alike.
+The tiny tokenizer's corpus is played on ``alfworld-sim`` (``corpus_env``): its text is this env's, and
+its episodes take microseconds where a reset here takes most of a second.
+
 Snapshots are the base class's replay (seed, options, actions): Fast Downward keeps the game state
 inside its C library, which can read a state but not set one, so there is no cheaper exact copy.
 A restore reloads the game only when another one is loaded, then resets and replays.
@@ -40,7 +49,8 @@ class AlfworldEnv(TextEnv):
     native_snapshot = False
 
     def __init__(self, *, data_dir: str | None = None, task_types: Sequence[str] = TASK_TYPES,
-                 scene: str = "small", max_steps: int = 50, prompt: str = "compact") -> None:
+                 scene: str = "small", max_steps: int = 50, prompt: str = "compact",
+                 normalize_commands: bool = False) -> None:
         task_types = (task_types,) if isinstance(task_types, str) else tuple(task_types)
         unknown = sorted(set(task_types) - set(TASK_TYPES))
         if unknown or not task_types:
@@ -51,6 +61,7 @@ class AlfworldEnv(TextEnv):
         if max_steps < 1:
             raise ConfigError(f"alfworld: max_steps={max_steps} must be at least 1")
         self.data_dir, self.task_types, self.scene, self.max_steps = data_dir, task_types, scene, max_steps
+        self.prompt, self.normalize_commands = prompt, normalize_commands
         self.agent_spec = PRESETS[prompt]
         self._games: dict[str, list[data.GameFile]] = {}
         self._engine: RealGame | None = None
@@ -73,9 +84,8 @@ class AlfworldEnv(TextEnv):
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         if self.won or self.steps >= self.max_steps:
             raise ContractError("AlfworldEnv.step() after the episode ended; call reset() first")
-        # The engine matches commands exactly; normalise as alfworld-sim does, so both read alike.
-        command = " ".join(action.lower().split())
-        valid = command in self._admissible
+        command = " ".join(action.lower().split()) if self.normalize_commands else action
+        valid = command.strip() in self._admissible  # PddlEnv.step strips the command, then matches it exactly
         obs, self._admissible, won = self._engine.step(command)
         self.steps += 1
         newly_won = won and not self.won
@@ -86,6 +96,20 @@ class AlfworldEnv(TextEnv):
     def _info(self, valid: bool) -> dict:
         return {"won": self.won, "is_action_valid": valid, "admissible_actions": sorted(self._admissible),
                 "task": self.task, "task_type": self.task_type, "task_id": self.task_id}
+
+    def expert_action(self) -> str | None:
+        """The planner's next command, when it is admissible (it always was in the games tried)."""
+        if self._engine is None or self.won or not self._engine.plan:
+            return None
+        action = self._engine.plan[0]
+        return action if action in self._admissible else None
+
+    def corpus_env(self) -> TextEnv:
+        """alfworld-sim with this env's tasks and prompt: the same text, without the engine's cost."""
+        from prover.envs.alfworld_sim.env import AlfworldSimEnv
+
+        return AlfworldSimEnv(task_types=self.task_types, scene=self.scene, max_steps=self.max_steps,
+                              prompt=self.prompt)
 
     def state_key(self) -> Hashable:
         """The game and its dynamic PDDL facts (positions, hand, open, hot/cool/clean, toggled)."""

@@ -106,3 +106,47 @@ def test_the_engine_puts_back_sys_argv() -> None:
     argv = list(sys.argv)
     AlfworldEnv().reset(seed=0)  # fast_downward's translator overwrites sys.argv while it runs
     assert sys.argv == argv
+
+
+def test_the_planner_expert_wins_every_game_and_its_commands_are_admissible(tmp_path: Path) -> None:
+    # ALFWorld's planner expert (alfworld: agents/environment/alfred_tw_env.py, AlfredExpert with
+    # expert_type "planner") follows TextWorld's policy_commands, a Fast Downward plan from the true state
+    # to the goal. Following its first command each turn must win every solvable game: generated games
+    # of all six task types, and a game read from an ALFWorld data folder.
+    export(tmp_path, "train", range(1))
+    envs = [(AlfworldEnv(), seed) for seed in range(12)] + [(AlfworldEnv(data_dir=str(tmp_path)), 0)]
+    task_types = set()
+    for env, seed in envs:
+        _, info = env.reset(seed=seed)
+        task_types.add(info["task_type"])
+        for _ in range(env.max_steps):
+            action = env.expert_action()
+            assert action in info["admissible_actions"]
+            _, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                break
+        assert info["won"] and env.expert_action() is None  # no plan is left once the game is won
+    assert len(task_types) == 6
+
+
+def test_commands_reach_the_engine_as_written_unless_normalisation_is_asked_for() -> None:
+    # ALFWorld matches a command exactly after stripping its ends (textworld: envs/pddl/pddl.py,
+    # PddlEnv.step: command.strip(), then .index() in the valid commands), so a capitalised command is
+    # "Nothing happens." and changes nothing; normalize_commands=True lower-cases and collapses spaces.
+    for normalize, upper_valid in ((False, False), (True, True)):
+        env = AlfworldEnv(normalize_commands=normalize)
+        _, info = env.reset(seed=3)
+        command = info["admissible_actions"][0]
+        key = env.state_key()
+        obs, _, _, _, step_info = env.step(command.upper().replace(" ", "  "))
+        assert step_info["is_action_valid"] is upper_valid
+        assert (obs == "Nothing happens.") is not upper_valid and (env.state_key() == key) is not upper_valid
+        env.reset(seed=3)
+        assert env.step(f"  {command} ")[4]["is_action_valid"]  # stripped by the engine itself
+
+
+def test_the_tokenizer_corpus_plays_on_the_sim_with_the_same_text() -> None:
+    env = AlfworldEnv(task_types=["pick_and_place_simple"], max_steps=7, prompt="verl-agent")
+    twin = env.corpus_env()
+    assert isinstance(twin, AlfworldSimEnv) and twin.agent_spec == env.agent_spec and twin.max_steps == 7
+    assert env.reset(seed=5)[0] == twin.reset(seed=5)[0]  # the same first observation, task and all
