@@ -63,9 +63,10 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}), dtype=cfg.model.dtype, seed=cfg.seed)
-    rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
-                       seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
-                       chat_kwargs=cfg.model.chat_template_kwargs)
+    with report.task(f"warm start: {ws.episodes} expert episodes", total=ws.episodes) as tick:
+        rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
+                           seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
+                           chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick)
     n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)
     with report.task(f"warm start: {len(rows)} turns x {ws.epochs} epochs", total=n_batches) as tick:
         stats = learner.sft(rows, ws.epochs, ws.batch_rows, prompt_weight=ws.prompt_loss_weight, on_batch=tick)

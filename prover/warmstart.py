@@ -18,8 +18,10 @@ from prover.rollout import agent_spec_for, encode_completion, encode_prompt
 
 def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: int, random_share: float,
                 seed: int, max_turns: int, history_window: int | None = None,
-                chat_kwargs: dict | None = None) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, completion ids) for every turn of noisy-expert episodes on the train split.
+                chat_kwargs: dict | None = None,
+                on_episode: Callable[[], None] | None = None) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids) for every turn of noisy-expert episodes on the train split;
+    ``on_episode`` is called after each episode (progress: a real engine takes seconds per episode).
 
     The episode follows the recorded action, so states after a random action (and the expert's
     recovery from them) are in the data, as they will be in the policy's own rollouts.
@@ -45,4 +47,6 @@ def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: in
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
                 break
+        if on_episode is not None:
+            on_episode()
     return rows
