@@ -18,7 +18,7 @@ from prover.envs.agent_spec import AgentSpec
 from prover.errors import EnvFaultError, ProverError
 from prover.envs.base import TextEnv
 from prover.seeding import derive_seed
-from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
+from prover.types import Batch, Generation, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
 
 def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
@@ -39,6 +39,26 @@ def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None) ->
 def encode_completion(tokenizer: Any, text: str) -> list[int]:
     """Completion ids for a known answer (the warm start's targets): its text, then end of turn."""
     return list(tokenizer.encode(text, add_special_tokens=False)) + [tokenizer.eos_token_id]
+
+
+def completion_of(tokenizer: Any, gen: Generation,
+                  stops: tuple[str, ...] = ()) -> tuple[list[int], list[float], str]:
+    """The ids, log-probs and text a turn keeps of ``gen``. With ``stops`` (the env's ``AgentSpec.stop``)
+    the completion ends just after the first occurrence of the first stop string its text holds: the ids
+    kept are the engine's own, up to the one that completes the string, and the text is cut right after
+    it, so nothing generated past the stop is trained on or parsed."""
+    ids = gen.token_ids[:-1] if gen.finish_reason == "stop" else gen.token_ids  # the end-of-turn id: no text
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    stop = next((s for s in stops if s in text), None)
+    if stop is None:
+        return list(gen.token_ids), list(gen.logprobs), text
+    lo, hi = 1, len(ids)  # the fewest ids whose text holds the stop (a longer prefix holds it too)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        holds = stop in tokenizer.decode(ids[:mid], skip_special_tokens=False)
+        lo, hi = (lo, mid) if holds else (mid + 1, hi)
+    kept = tokenizer.decode(ids[:lo], skip_special_tokens=False)
+    return list(ids[:lo]), list(gen.logprobs[:lo]), kept[:kept.index(stop) + len(stop)]
 
 
 @dataclass
@@ -195,8 +215,7 @@ class Rollout:
                        for spec, e in zip(specs, live)]
             gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn"))
             for spec, e, prompt, gen in zip(specs, live, prompts, gens):
-                text_ids = gen.token_ids[:-1] if gen.finish_reason == "stop" else gen.token_ids
-                text = tok.decode(text_ids, skip_special_tokens=False)
+                completion_ids, logprobs, text = completion_of(tok, gen, spec.stop)
                 parsed = spec.parse(text)
                 state_key = e.env.state_key()
                 snapshot = e.env.snapshot() if record_snapshots else None
@@ -206,7 +225,7 @@ class Rollout:
                     answer = (e.obs, 0.0, True, False, {"is_action_valid": False})
                 obs, reward, term, trunc, info = answer
                 e.traj.turns.append(Turn(
-                    prompt_ids=prompt, completion_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
+                    prompt_ids=prompt, completion_ids=completion_ids, logprobs=logprobs,
                     observation=e.obs, completion_text=text, action=parsed.action,
                     format_valid=parsed.format_valid, action_valid=bool(info.get("is_action_valid", True)),
                     reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prover.envs import AgentSpec, check_env, make_env
 from prover.envs.searchqa_sim import KINDS, SearchqaSimEnv, exact_match, normalize_answer
-from prover.envs.searchqa_sim.env import INVALID, load_base
+from prover.envs.searchqa_sim.env import ANSWERED, INVALID, load_base
 from prover.envs.searchqa_sim.kb import generate
 from prover.envs.searchqa_sim.prompts import PRESETS
 from prover.errors import ConfigError
@@ -73,7 +75,7 @@ def test_wrong_answers_and_bad_output():
     obs, info = env.reset(seed=7)
     assert obs.startswith("Question: ") and obs.endswith("?")
     key = env.state_key()
-    for junk in ("I think it is Paris", "<search></search>", "<answer>x", "<action>look</action>"):
+    for junk in ("I think it is Paris", "<answer>x", "<action>look</action>", "</search>"):
         env2 = SearchqaSimEnv()
         env2.reset(seed=7)
         obs2, r, term, trunc, info2 = env2.step(junk)
@@ -102,11 +104,16 @@ def test_splits_use_disjoint_knowledge_bases():
 
 
 def test_agent_spec_parses_search_r1_tags():
-    spec = PRESETS["search-r1"]
-    got = spec.parse("<think>hmm</think> <search>  Who founded\n Orsk? </search> then <answer>x</answer>")
-    assert (got.action, got.format_valid) == ("<search>Who founded Orsk?</search>", True)
+    # Search-R1's postprocess_predictions (search_r1/llm_agent/generation.py): the first span acts, its
+    # content stripped; by default the whole response is the action, so later prompts keep it
+    text = "<think>hmm</think> <search>  Who founded\n Orsk? </search> then <answer>x</answer>"
+    got = PRESETS["search-r1"].parse(text)
+    assert (got.action, got.format_valid) == (text, True)
+    spec = dataclasses.replace(PRESETS["search-r1"], history="action")
+    assert spec.parse(text).action == "<search>Who founded\n Orsk?</search>"
     assert spec.parse("<answer>Ilsa Korven</answer>").action == "<answer>Ilsa Korven</answer>"
     assert not spec.parse("no tags here").format_valid
+    assert spec.parse("<answer>北京</answer>").format_valid  # no CJK rule: Search-R1 has none
     assert spec.format_action("<answer>Halvik</answer>") == "<answer>Halvik</answer>"
     plain = AgentSpec()  # unchanged when raw_action_tags is empty
     assert plain.parse("<search>q</search><action>Go North</action>").action == "go north"
@@ -122,6 +129,9 @@ def test_the_prompt_shows_the_whole_transcript():
     text = spec.render(info["task"], obs1, None, [(obs0, action)], 1)
     assert obs0 in text and action in text and text.endswith("</information>")
     assert spec.parse(spec.format_action(action)).action == action
+    # Search-R1's run_llm_loop (generation.py) keeps each whole response, <think> included, in the sequence
+    said = "<think>look it up</think>" + action
+    assert said in spec.render(info["task"], obs1, None, [(obs0, spec.parse(said).action)], 1)
 
 
 @settings(max_examples=25, deadline=None)
@@ -155,3 +165,59 @@ def test_snapshot_restore_replays_exactly(seed, split, moves, cut):
     env.restore(snap)
     assert env.state_key() == key
     assert play(env, moves[cut:], cut) == first
+
+
+def test_empty_spans_act_as_in_search_r1():
+    # search_r1/llm_agent/generation.py execute_predictions: an "answer" action ends the episode whatever
+    # its content, and qa_em.py em_check scores "" as 0; a "search" action searches its content, "" too
+    env = SearchqaSimEnv()
+    env.reset(seed=7)
+    obs, r, term, trunc, info = env.step("<search> </search>")
+    assert (obs, info["is_action_valid"], info["searches_left"]) == ("<information></information>", True, 3)
+    obs, r, term, _, info = env.step("<answer></answer>")
+    assert (obs, r, term, info["won"]) == (ANSWERED, 0.0, True, False)
+    env = SearchqaSimEnv(empty_action="invalid")  # the switch: prover's old rule
+    env.reset(seed=7)
+    for empty in ("<search> </search>", "<answer></answer>"):
+        obs, r, term, trunc, info = env.step(empty)
+        assert (obs, r, term, info["is_action_valid"]) == (INVALID, 0.0, False, False)
+
+
+def test_documents_read_as_search_r1_shows_them():
+    # generation.py _passages2string over wiki-18's '"Title"\ntext': the title keeps its quotes, and the
+    # joined string is stripped (execute_predictions), so no newline before </information>
+    env = SearchqaSimEnv(topk=2)
+    env.reset(seed=0)
+    obs = env.step("<search>capital</search>")[0]
+    first, second = env.retriever.search("capital", 2)
+    assert obs == (f'<information>Doc 1(Title: "{first.title}") {first.text}\n'
+                   f'Doc 2(Title: "{second.title}") {second.text}</information>')
+
+
+@pytest.mark.parametrize("kwargs", [{"empty_action": "ignore"}, {"history": "think"}, {"prompt": "long"}])
+def test_an_unknown_rule_switch_is_one_line(kwargs):
+    with pytest.raises(ConfigError, match=f"unknown {next(iter(kwargs))} ") as err:
+        SearchqaSimEnv(**kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_a_stop_string_cuts_the_completion_token_exactly():
+    # Search-R1's _postprocess_responses cuts the text just after the first "</search>", else "</answer>".
+    # Here the tokens ">." and ">," are merged, so the stop ends inside one: every id up to and including
+    # that one is kept (the engine's own ids and log-probs), and the text is cut right after the tag.
+    from prover.engines.tiny import train_tokenizer
+    from prover.rollout import completion_of
+    from prover.types import Generation
+
+    tok = train_tokenizer(iter(["<search>q</search>. <answer>a</answer>, x"] * 50), 300)
+    text = "<answer>a</answer>, x <search>q</search>. done"
+    ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+    pieces = [tok.decode([i]) for i in ids]
+    assert ">." in pieces and ">," in pieces  # the premise of this test
+    gen = Generation(ids, [float(-j) for j in range(len(ids))], "stop")
+    n = pieces.index(">.") + 1  # by hand: </search> precedes, and ends inside the ">." token
+    assert completion_of(tok, gen, ("</search>", "</answer>")) == (
+        ids[:n], [float(-j) for j in range(n)], "<answer>a</answer>, x <search>q</search>")
+    n = pieces.index(">,") + 1  # without </search>, the first </answer>
+    assert completion_of(tok, gen, ("</answer>",))[::2] == (ids[:n], "<answer>a</answer>")
+    assert completion_of(tok, gen, ()) == (ids, gen.logprobs, text)  # no stop strings: all, as before

@@ -41,6 +41,9 @@ class AgentSpec:
     # Tags whose whole span is the action (Search-R1's <search>q</search> / <answer>a</answer>):
     # when set, the first such span, tags included, is sent to the env instead of <action> text.
     raw_action_tags: tuple[str, ...] = ()
+    # Stop strings in order of precedence: the rollout cuts each completion just after the first
+    # occurrence of the first listed string it holds (Search-R1's "</search>", then "</answer>").
+    stop: tuple[str, ...] = ()
 
     def render(self, task: str, observation: str, actions: list[str] | None,
                history: list[tuple[str, str]], step: int) -> str:

@@ -1,8 +1,9 @@
 """prover-searchr1 plays Search-R1's question files against a real retrieval server on 127.0.0.1.
 
 The server below speaks Search-R1's schema (POST /retrieve {"queries", "topk", "return_scores"} ->
-{"result": [[{"document": {"id", "contents"}, "score"}]]}) over five passages; it ranks by the
-number of shared words, ties in corpus order, so it is deterministic.
+{"result": [[{"document": {"id", "contents"}, "score"}]]}) over a corpus of rows in wiki-18's jsonl
+layout ({"id", "contents"}; five passages by default); it ranks by the number of shared words, ties in
+corpus order, so it is deterministic.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ PASSAGES = [
     ("d3", "The Amber Tide", "The Amber Tide is a 1977 drama directed by Tomas Reyl."),
     ("d4", "Dravia", "Dravia is a sovereign state whose capital is Halvik."),
 ]
+CORPUS = [{"id": pid, "contents": f'"{title}"\n{text}'} for pid, title, text in PASSAGES]  # wiki-18's layout
 TRAIN = [  # FlashRAG's jsonl rows; the first and third take data_source from the folder name ("nq")
     {"id": "train_0", "question": "who founded orsk textiles",
      "golden_answers": ["Ilsa Korven", "I. Korven"]},
@@ -43,10 +45,12 @@ def words(text: str) -> set[str]:
 
 
 class RetrievalServer:
-    """A real HTTP server in a thread. ``requests`` records every body; ``delay`` slows replies."""
+    """A real HTTP server in a thread over ``corpus`` (rows as in wiki-18's jsonl). ``requests`` records
+    every body; ``delay`` slows replies."""
 
-    def __init__(self) -> None:
+    def __init__(self, corpus: list[dict] | None = None) -> None:
         owner = self
+        self.corpus = CORPUS if corpus is None else corpus
         self.requests: list[dict] = []
         self.delay = 0.0
 
@@ -76,13 +80,10 @@ class RetrievalServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/retrieve"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    @staticmethod
-    def rank(query: str, k: int) -> list[dict]:
-        scored = [(len(words(query) & words(f"{title} {text}")), -i, pid, title, text)
-                  for i, (pid, title, text) in enumerate(PASSAGES)]
-        top = sorted(scored, reverse=True)[:k]
-        return [{"document": {"id": pid, "contents": f'"{title}"\n{text}'}, "score": float(score)}
-                for score, _, pid, title, text in top]
+    def rank(self, query: str, k: int) -> list[dict]:
+        scored = [(len(words(query) & words(doc["contents"])), -i) for i, doc in enumerate(self.corpus)]
+        top = sorted(scored, reverse=True)[:k]  # most shared words first, ties in corpus order
+        return [{"document": self.corpus[-neg_i], "score": float(score)} for score, neg_i in top]
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -144,7 +145,10 @@ def test_check_env_passes_on_the_entry_point_env(data_dir, server, name):
 def test_prompt_and_tags_are_searchqa_sims(data_dir, server):
     spec = env_for(data_dir, server.url).agent_spec
     assert spec.first_template == PRESETS["search-r1"].first_template
-    assert spec.raw_action_tags == ("search", "answer")
+    assert spec.raw_action_tags == ("search", "answer") and spec.stop == ("</search>", "</answer>")
+    parsed = spec.parse("<think>hmm</think> <search>Orsk Textiles</search>")
+    assert parsed.action == "<think>hmm</think> <search>Orsk Textiles</search>"  # the whole response
+    spec = env_for(data_dir, server.url, history="action").agent_spec
     parsed = spec.parse("<think>hmm</think> <search>Orsk Textiles</search>")
     assert parsed.action == "<search>Orsk Textiles</search>"
 

@@ -1,12 +1,20 @@
 """``searchqa-sim``: Search-R1's search-and-answer loop over a generated, fictional knowledge base.
 
 The agent writes ``<search>query</search>`` and gets ``<information>`` with the top-3 passages in
-Search-R1's ``Doc i(Title: T) text`` form, from a real retriever over the base's passages (BM25 by
+Search-R1's ``Doc i(Title: "T") text`` form, from a real retriever over the base's passages (BM25 by
 default; ``retriever="dense"`` or ``"pyserini"`` pick another ``prover.retrieval`` backend); or it writes
 ``<answer>text</answer>``, which ends the episode with reward 1.0 (and ``won``) when the answer
 exact-matches a gold alias after SQuAD normalisation, else 0.0. Text with neither tag is a no-op
 (``is_action_valid`` False) that still uses a turn, as in Search-R1 where every generation counts.
 Default cap: 4 searches and 5 turns in all (Search-R1's nq_hotpotqa ``max_turns=4``, plus the answer).
+
+The episode rules are Search-R1's, set out with their sources in ``rules``: the first action span
+counts, an empty ``<answer></answer>`` ends the episode with 0 and an empty ``<search></search>``
+searches for "" (switch ``empty_action``, default ``"act"``; ``"invalid"`` makes either a no-op),
+generation stops at ``</search>`` / ``</answer>``, later prompts keep the whole response (switch
+``history``, default ``"response"``; ``"action"`` shows only the span), and documents are shown as
+Search-R1's ``_passages2string`` shows their stored ``contents``. Only the answer action is scored:
+Search-R1's scorer bug of reading any ``<answer>`` span in the sequence is not copied.
 
 Tasks: ``reset(seed=s)`` uses knowledge base ``s % n_kbs`` of the split and draws a question kind,
 then a question, from the seeded RNG. Train and test bases come from disjoint generator seeds
@@ -28,11 +36,11 @@ from prover.envs.base import TextEnv
 from prover.envs.searchqa_sim.kb import KnowledgeBase, generate
 from prover.envs.searchqa_sim.prompts import PRESETS
 from prover.envs.searchqa_sim.questions import KINDS, Question, exact_match, questions
+from prover.envs.searchqa_sim.rules import EMPTY_ACTIONS, HISTORIES, first_action, information
 from prover.errors import ConfigError, ContractError
-from prover.retrieval import Retriever, check_backend, format_documents, make_retriever
+from prover.retrieval import Retriever, check_backend, make_retriever
 
 SPLITS = ("train", "test")
-TAG_RE = re.compile(r"<(search|answer)>(.*?)</\1>", flags=re.DOTALL)  # Search-R1's postprocess regex
 INVALID = ("Invalid action. To search, put the query between <search> and </search>. To give the "
            "final answer, put it between <answer> and </answer>. Try again.")
 NO_SEARCHES = "No searches left. Give the final answer between <answer> and </answer>."
@@ -85,13 +93,13 @@ class SearchqaSimEnv(TextEnv):
 
     def __init__(self, *, question_types: Sequence[str] = KINDS, n_kbs: int = 200, max_turns: int = 5,
                  max_searches: int = 4, topk: int = 3, prompt: str = "compact",
-                 cache_dir: str | Path | None = None, retriever: str = "bm25") -> None:
+                 cache_dir: str | Path | None = None, retriever: str = "bm25", empty_action: str = "act",
+                 history: str = "response") -> None:
         question_types = (question_types,) if isinstance(question_types, str) else tuple(question_types)
         bad = sorted(set(question_types) - set(KINDS))
         if bad or not question_types:
             raise ConfigError(f"searchqa-sim: question_types {bad or '()'} invalid; choose from {KINDS}")
-        if prompt not in PRESETS:
-            raise ConfigError(f"searchqa-sim: unknown prompt {prompt!r}; choose one of {sorted(PRESETS)}")
+        self._check_rules(prompt, empty_action, history)
         for name, value in (("n_kbs", n_kbs), ("max_turns", max_turns), ("topk", topk)):
             if value < 1:
                 raise ConfigError(f"searchqa-sim: {name}={value} must be at least 1")
@@ -103,9 +111,17 @@ class SearchqaSimEnv(TextEnv):
         self.query_key = canonical_query if retriever == "bm25" else spaced_query
         self.question_types, self.n_kbs, self.topk = question_types, n_kbs, topk
         self.max_turns, self.max_searches, self.cache_dir = max_turns, max_searches, cache_dir
+        self.empty_action = empty_action
         # the whole episode fits in the history window, so the transcript always shows the question
-        self.agent_spec = dataclasses.replace(PRESETS[prompt], history_window=max_turns)
+        self.agent_spec = dataclasses.replace(PRESETS[prompt], history_window=max_turns, history=history)
         self.question: Question | None = None
+
+    @staticmethod
+    def _check_rules(prompt: str, empty_action: str, history: str) -> None:
+        for name, value, choices in (("prompt", prompt, sorted(PRESETS)), ("empty_action", empty_action,
+                                     EMPTY_ACTIONS), ("history", history, HISTORIES)):
+            if value not in choices:
+                raise ConfigError(f"searchqa-sim: unknown {name} {value!r}; choose one of {tuple(choices)}")
 
     # -- the gym API -----------------------------------------------------------------------------
     def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
@@ -123,9 +139,8 @@ class SearchqaSimEnv(TextEnv):
         return f"Question: {self.question.text}", self._info(True)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        m = TAG_RE.search(action)
-        tag, text = (m.group(1), " ".join(m.group(2).split())) if m else (None, "")
-        reward, valid = 0.0, bool(text)
+        tag, text = first_action(action) or (None, "")
+        reward, valid = 0.0, tag is not None and (bool(text) or self.empty_action == "act")
         if not valid:
             obs = INVALID
         elif tag == "answer":
@@ -137,7 +152,7 @@ class SearchqaSimEnv(TextEnv):
             found = self.retriever.search(text, self.topk)
             self.queries += (self.query_key(text),)
             self.seen = self.seen | {p.id for p in found}
-            obs = f"<information>{format_documents(found)}</information>"
+            obs = information([p.contents for p in found])  # each as its corpus stores it
         self.steps += 1
         truncated = not self.done and self.steps >= self.max_turns
         return obs, reward, self.done, truncated, self._info(valid)
