@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from prover.envs import check_env, make_env
 from prover.envs.alfworld_sim import TASK_TYPES, AlfworldSimEnv
 from prover.envs.alfworld_sim.engine import NOTHING, State, choices, feedback, transition, welcome, won
-from prover.errors import ConfigError, NameNotFound
 from prover.envs.alfworld_sim.expert import plan
+from prover.envs.alfworld_sim.rules import RULES
 from prover.envs.alfworld_sim.world import GOALS, World, room_split
+from prover.errors import ConfigError, NameNotFound
 
 KITCHEN = ("cabinet 1", "cabinet 2", "countertop 1", "diningtable 1", "fridge 1", "microwave 1",
            "sinkbasin 1")
@@ -24,9 +25,10 @@ INERT = ("examine", "look", "inventory", "help")
 
 def make_world(task_type: str, start: dict[str, str], receptacles=KITCHEN, obj="apple",
                recep: str | None = "diningtable", toggle: str | None = None,
-               goal: str = "a hand-built goal") -> World:
+               goal: str = "a hand-built goal", rules=RULES["alfworld"], sites=None) -> World:
     return World(task_id=f"test/{task_type}/seed-0", task_type=task_type, goal=goal, obj_type=obj,
-                 recep_type=recep, toggle_type=toggle, scene="kitchen", receptacles=receptacles, start=start)
+                 recep_type=recep, toggle_type=toggle, scene="kitchen", receptacles=receptacles, start=start,
+                 rules=rules, sites=sites or {})
 
 
 class Game:
@@ -56,7 +58,8 @@ def kitchen_game(grammar: str = "move", task_type: str = "pick_cool_then_place_i
 
 
 # -- the contract ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs", [{}, {"grammar": "put", "prompt": "verl-agent"}, {"scene": "full"}])
+@pytest.mark.parametrize("kwargs", [{}, {"grammar": "put", "prompt": "verl-agent"}, {"scene": "full"},
+                                    {"rules": "v1"}])
 def test_check_env(kwargs):
     check_env(make_env("alfworld-sim", **kwargs))
 
@@ -317,17 +320,16 @@ def test_expert_wins_every_task_type(grammar, split):
 def test_observing_expert_searches_before_it_takes():
     """Before it has seen a goal object, the warm start's expert searches the receptacles that can
     hold one, in the room's listed order, opening closed ones; it never walks to an unseen object."""
-    from prover.envs.alfworld_sim.world import HOLDS, OPENABLE
-
     env = AlfworldSimEnv()
     for seed in range(100):
         env.reset(seed=seed)
         world = env.world
-        wanted = HOLDS[world.obj_type] | (HOLDS[world.toggle_type] if world.toggle_type else frozenset())
+        homes = world.rules.homes
+        wanted = homes[world.obj_type] | (homes[world.toggle_type] if world.toggle_type else frozenset())
         candidates = [r for r in world.receptacles if world.kind[r] in wanted]
         assert env.expert_action() == "go to " + candidates[0]
         env.step(env.expert_action())
-        if world.kind[candidates[0]] in OPENABLE:
+        if world.kind[candidates[0]] in world.rules.openable:
             assert env.expert_action() == "open " + candidates[0]
         info = {"won": False}
         while not info["won"]:
@@ -380,6 +382,34 @@ def test_expert_is_shortest_from_random_states():
             assert play_expert(env) <= env.max_steps
             checked += 1
     assert checked > 100
+
+
+def shared_seeds(env: AlfworldSimEnv, n: int) -> list[int]:
+    """The first ``n`` seeds whose room has receptacles that share a location."""
+    found = []
+    for seed in range(3000):
+        env.reset(seed=seed)
+        if len(env.world.at) < len(env.world.receptacles):
+            found.append(seed)
+            if len(found) == n:
+                break
+    return found
+
+
+def test_expert_is_shortest_where_receptacles_share_a_location():
+    rng, checked = random.Random(2), 0
+    for task in TASK_TYPES:
+        env = AlfworldSimEnv(task_types=[task], n_receptacles=(5, 7))
+        for seed in shared_seeds(env, 6):
+            _, info = env.reset(seed=seed)
+            for _ in range(rng.randint(0, 15)):
+                _, _, term, _, info = env.step(rng.choice(info["admissible_actions"]))
+                if term:
+                    break
+            if not env.won:
+                assert len(env.expert_plan()) == shortest(env.world, env.state), (task, seed)
+                checked += 1
+    assert checked > 25
 
 
 # -- snapshots ------------------------------------------------------------------------------------

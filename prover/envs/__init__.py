@@ -14,9 +14,9 @@ from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
 
 ENVS.register("alfworld-sim", "prover.envs.alfworld_sim:AlfworldSimEnv")
-# v1: seven behaviours changed to match the real engine step for step (plugins/prover-alfworld's
-# conformance test); v0 is gone, so asking for it is an unknown-name error that suggests v1.
-ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimEnv")
+# alfworld-sim follows ALFWorld's own tables (issue 15); alfworld-sim-v1 keeps the sim's first tables,
+# whose text already matched the real engine step for step. v0 is gone: asking for it suggests v1.
+ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimV1Env")
 ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
 ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
 ENVS.register("pivot-sim", "prover.envs.pivot_sim:PivotSimEnv")

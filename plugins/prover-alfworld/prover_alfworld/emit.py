@@ -5,13 +5,17 @@ goal sentence put in place of "UNKNOWN GOAL", a PDDL problem, ``solvable`` and a
 (alfworld:scripts/alfworld-generate writes the same five keys). ``traj_data.json`` beside it carries
 the task type and targets, which is what ALFWorld's loader filters on.
 
-The problem states the sim's world in the domain's predicates, and follows the conventions of the
-problems ALFWorld ships (alfworld:alfworld/gen/game_states/planned_game_state.py), so that the sim has
-to follow them too:
+The problem states the sim's world in the domain's predicates, from the world's own rules (ALFWorld's
+tables, or v1's), and follows the conventions of the problems ALFWorld ships
+(alfworld:alfworld/gen/game_states/planned_game_state.py and the json_2.1.1 games), so that the sim
+has to follow them too:
 
-* every receptacle stands at its own location; the agent starts at one more, in the middle of the room;
-* objects are ``pickupable`` except lamps; ``heatable``/``coolable``/``cleanable`` come from the sim's
-  property table; only lamps of the task's lamp type are ``toggleable``;
+* each receptacle stands at its world location, which several may share (two stove burners); the agent
+  starts at one more, in the middle of the room;
+* ``canContain`` is the rules' placement table; the portable objects are ``pickupable`` (fixtures and
+  lamps are not); ``heatable``/``coolable``/``cleanable``/``sliceable`` come from the rules' property
+  table; the lamps the world lets the agent switch on are ``toggleable`` (every lamp under ALFWorld's
+  rules, only the task's lamp type under v1's);
 * bowls, boxes, cups, mugs, pans, plates and pots are ``isReceptacleObject`` (which changes what
   ``examine`` says about them);
 * objects of the goal type that start in a fridge are already ``isCool``;
@@ -28,11 +32,11 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from prover.envs.alfworld_sim.world import (HOLDS, LIGHT, OPENABLE, PROCESSING, PROPS, RECEPTACLE_OBJECTS, ROOMS,
-                                            TWO, World, type_of)
+from prover.envs.alfworld_sim.world import LIGHT, PROCESSING, TWO, World, type_of
 
 # Types the domain names as constants; a problem must declare them even if no entity has them.
 DOMAIN_TYPES = ("sinkbasin", "microwave", "fridge", "knife", "butterknife")
+FLAGS = (("h", "heatable"), ("c", "coolable"), ("w", "cleanable"), ("s", "sliceable"))  # rules' letters
 START = "loc_bar_start"
 
 
@@ -79,35 +83,49 @@ def _goal(world: World) -> str:
             f"(objectType ?o {obj}Type) (receptacleType ?r {recep}Type){extra})))")
 
 
+def _types(world: World) -> tuple[list[str], list[str]]:
+    """Every object type and receptacle type the problem declares (the rules' whole vocabulary)."""
+    rules = world.rules
+    otypes = sorted({type_of(o) for o in world.objects} | set(rules.props) | {"knife", "butterknife"})
+    rtypes = sorted({r for rooms in rules.rooms.values() for r in rooms} | set(DOMAIN_TYPES) - set(otypes))
+    return otypes, rtypes
+
+
+def _object_facts(world: World, ids: dict[str, str], loc: dict[str, str]) -> list[str]:
+    rules, init = world.rules, []
+    for o, r in world.start.items():
+        kind, props = type_of(o), rules.props[type_of(o)]
+        init += [f"(objectType {ids[o]} {kind}Type)", f"(inReceptacle {ids[o]} {ids[r]})",
+                 f"(objectAtLocation {ids[o]} {loc[r]})"]
+        init += [f"({flag} {ids[o]})" for letter, flag in FLAGS if letter in props]
+        if o in world.portable:
+            init.append(f"(pickupable {ids[o]})")
+        if o in world.switches:
+            init.append(f"(toggleable {ids[o]})")
+        if kind in rules.receptacle_objects:
+            init.append(f"(isReceptacleObject {ids[o]})")
+        if kind == world.obj_type and type_of(r) == "fridge":
+            init.append(f"(isCool {ids[o]})")
+    return init
+
+
 def problem(world: World) -> str:
     """The PDDL problem of ``world`` at its initial state."""
     ids = _ids(world)
-    loc = {r: f"loc_bar_{ids[r]}" for r in world.receptacles}
-    otypes = sorted({type_of(o) for o in world.objects} | set(PROPS) | {"knife", "butterknife"})
-    rtypes = sorted({r for rooms in ROOMS.values() for r in rooms} | set(DOMAIN_TYPES) - set(otypes))
+    loc = {r: f"loc_bar_{ids[world.site[r]]}" for r in world.receptacles}
+    otypes, rtypes = _types(world)
+    places = sorted(set(loc.values()), key=list(loc.values()).index)
     objects = ([f"{ids[n]} - receptacle" for n in world.receptacles] + [f"{ids[n]} - object" for n in world.objects]
-               + [f"{v} - location" for v in (START, *loc.values())] + ["agent1 - agent"]
+               + [f"{v} - location" for v in (START, *places)] + ["agent1 - agent"]
                + [f"{t}Type - otype" for t in otypes] + [f"{t}Type - rtype" for t in rtypes])
     init = [f"(atLocation agent1 {START})"]
     for r in world.receptacles:
         init += [f"(receptacleType {ids[r]} {type_of(r)}Type)", f"(receptacleAtLocation {ids[r]} {loc[r]})"]
-        if type_of(r) in OPENABLE:
+        if type_of(r) in world.rules.openable:
             init.append(f"(openable {ids[r]})")
-    for o, r in world.start.items():
-        kind, props = type_of(o), PROPS[type_of(o)]
-        init += [f"(objectType {ids[o]} {kind}Type)", f"(inReceptacle {ids[o]} {ids[r]})",
-                 f"(objectAtLocation {ids[o]} {loc[r]})"]
-        init += [f"({flag} {ids[o]})" for letter, flag in (("h", "heatable"), ("c", "coolable"), ("w", "cleanable"))
-                 if letter in props]
-        if "t" not in props:
-            init.append(f"(pickupable {ids[o]})")
-        elif kind == world.toggle_type:
-            init.append(f"(toggleable {ids[o]})")
-        if kind in RECEPTACLE_OBJECTS:
-            init.append(f"(isReceptacleObject {ids[o]})")
-        if kind == world.obj_type and type_of(r) == "fridge":
-            init.append(f"(isCool {ids[o]})")
-    init += [f"(canContain {rt}Type {ot}Type)" for rt in rtypes for ot in otypes if rt in HOLDS.get(ot, ())]
+    init += _object_facts(world, ids, loc)
+    holds = world.rules.holds
+    init += [f"(canContain {rt}Type {ot}Type)" for rt in rtypes for ot in otypes if rt in holds.get(ot, ())]
     pad = "\n        "
     return (f"(define (problem {world.task_id.replace('/', '_')})\n    (:domain alfred)\n"
             f"    (:objects{pad}{pad.join(objects)}\n    )\n"

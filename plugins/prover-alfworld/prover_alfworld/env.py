@@ -7,7 +7,8 @@ Two sources of games:
   ``train`` is ALFWorld's train folder and ``test`` its unseen-rooms folder (``valid_unseen``).
 * no ``data_dir`` (the default): the tasks of ``alfworld-sim``, drawn with the same arguments and
   seeds and emitted as PDDL problems (``prover_alfworld.emit``). This runs offline, and it is how
-  ``alfworld-sim`` is checked against the real engine.
+  ``alfworld-sim`` is checked against the real engine. ``rules`` picks the sim's rule set for the
+  generated rooms: ``"alfworld"`` (ALFWorld's tables, the default) or ``"v1"`` (``alfworld-sim-v1``'s).
 
 The agent-facing text is ``alfworld-sim``'s (its ``AgentSpec`` presets), so a policy trained on the
 stand-in is prompted identically here. Reward is 1.0 on the step that wins, ``terminated`` when won,
@@ -34,6 +35,7 @@ from typing import Hashable, Sequence
 from prover.envs import TextEnv
 from prover.envs.alfworld_sim.env import SCENES
 from prover.envs.alfworld_sim.prompts import PRESETS
+from prover.envs.alfworld_sim.rules import RULES
 from prover.envs.alfworld_sim.world import TASK_TYPES, generate
 from prover.errors import ConfigError, ContractError
 
@@ -50,18 +52,18 @@ class AlfworldEnv(TextEnv):
 
     def __init__(self, *, data_dir: str | None = None, task_types: Sequence[str] = TASK_TYPES,
                  scene: str = "small", max_steps: int = 50, prompt: str = "compact",
-                 normalize_commands: bool = False) -> None:
+                 normalize_commands: bool = False, rules: str = "alfworld") -> None:
         task_types = (task_types,) if isinstance(task_types, str) else tuple(task_types)
         unknown = sorted(set(task_types) - set(TASK_TYPES))
         if unknown or not task_types:
             raise ConfigError(f"alfworld: task_types {unknown or '()'} invalid; choose from {TASK_TYPES}")
-        for name, value, valid in (("scene", scene, SCENES), ("prompt", prompt, PRESETS)):
+        for name, value, valid in (("scene", scene, SCENES), ("prompt", prompt, PRESETS), ("rules", rules, RULES)):
             if value not in valid:
                 raise ConfigError(f"alfworld: unknown {name} {value!r}; choose one of {sorted(valid)}")
         if max_steps < 1:
             raise ConfigError(f"alfworld: max_steps={max_steps} must be at least 1")
         self.data_dir, self.task_types, self.scene, self.max_steps = data_dir, task_types, scene, max_steps
-        self.prompt, self.normalize_commands = prompt, normalize_commands
+        self.prompt, self.normalize_commands, self.rules = prompt, normalize_commands, rules
         self.agent_spec = PRESETS[prompt]
         self._games: dict[str, list[data.GameFile]] = {}
         self._engine: RealGame | None = None
@@ -109,7 +111,7 @@ class AlfworldEnv(TextEnv):
         from prover.envs.alfworld_sim.env import AlfworldSimEnv
 
         return AlfworldSimEnv(task_types=self.task_types, scene=self.scene, max_steps=self.max_steps,
-                              prompt=self.prompt)
+                              prompt=self.prompt, rules=self.rules)
 
     def state_key(self) -> Hashable:
         """The game and its dynamic PDDL facts (positions, hand, open, hot/cool/clean, toggled)."""
@@ -124,7 +126,7 @@ class AlfworldEnv(TextEnv):
         # The same draws as AlfworldSimEnv._reset: the goal phrasing from the env RNG, then the world.
         template = int(self.np_random.integers(2))
         recs, distractors = SCENES[self.scene]
-        world = generate(split, seed, template, self.task_types, recs, distractors)
+        world = generate(split, seed, template, self.task_types, recs, distractors, self.rules)
         self.task_type, self.task_id = world.task_type, world.task_id
         identity = (world.task_id, template)
         if self._engine.loaded != identity:

@@ -6,9 +6,32 @@ that wins, else 0.0), so that prompts, parsers and credit methods move unchanged
 benchmark. Being pure Python and a few dicts, it steps in microseconds, snapshots by copying, and
 knows its shortest plans (``expert_plan``), which the tests of credit methods lean on.
 
+Rules: by default ALFWorld's own tables (``alfred.py``: what each receptacle can contain, what can be
+heated, cooled, cleaned, sliced or switched on, from ``alfworld/gen/constants.py``; rooms, fixtures
+and shared locations counted from ALFWorld's shipped games). ``rules="v1"``, which the registered id
+``alfworld-sim-v1`` sets, keeps the sim's first tables (``rules_v1.py``) and their dynamics, so that
+results obtained before the switch can be reproduced.
+
 Difficulty: the defaults are small rooms (4-7 receptacles, 1-2 distractors) for tiny models on a CPU;
 ``scene="full"`` gives ALFWorld-sized rooms. ``reset(seed=s, options={"split": "test"})`` draws from
 rooms that no train seed ever produces (ALFWorld's unseen split).
+
+Departures from ALFWorld under the default rules (``plugins/prover-alfworld``'s conformance test
+plays generated games on the real engine, so the rules and text within a game are ALFWorld's; these
+are about which games exist):
+
+1. Rooms are drawn, not taken from ALFRED's 120 scenes. Their receptacle types, counts, objects and
+   shared locations follow rates counted from ALFWorld's games, but each room is independent and
+   the default ones are far smaller (4-7 receptacles, where ALFWorld's have 6 to 54).
+2. Objects start only where ALFWorld's ``canContain`` lets them be put; ALFWorld's start where
+   ALFRED's simulator dropped them.
+3. Things ALFRED leaves on the floor (floor lamps, baseball bats, basketballs, tennis rackets) are
+   absent, as are paper towel rolls and teddy bears, which no receptacle can take back. In ALFWorld
+   no command reaches the former, so its games have no solvable floor-lamp task and neither has this.
+4. Tasks draw their goal object and receptacle uniformly from the feasible pairs among those that
+   ALFWorld's games use, not with the games' frequencies.
+5. With nothing on the floor, "Next to it, you see" always lists nothing, as it does in ALFWorld
+   wherever nothing stands on the floor by the receptacle.
 """
 
 from __future__ import annotations
@@ -19,6 +42,7 @@ from typing import Any, Hashable, Sequence
 from prover.envs.alfworld_sim.engine import NOTHING, State, choices, feedback, transition, welcome, won
 from prover.envs.alfworld_sim.expert import inspect_after, observed_action, plan
 from prover.envs.alfworld_sim.prompts import PRESETS
+from prover.envs.alfworld_sim.rules import RULES
 from prover.envs.alfworld_sim.world import TASK_TYPES, World, generate
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError, ContractError
@@ -57,9 +81,10 @@ class AlfworldSimEnv(TextEnv):
     def __init__(self, *, task_types: Sequence[str] = TASK_TYPES, scene: str = "small",
                  n_receptacles: int | Sequence[int] | None = None,
                  n_distractors: int | Sequence[int] | None = None,
-                 grammar: str = "move", max_steps: int = 50, prompt: str = "compact") -> None:
+                 grammar: str = "move", max_steps: int = 50, prompt: str = "compact",
+                 rules: str = "alfworld") -> None:
         for name, value, valid in (("scene", scene, SCENES), ("grammar", grammar, ("move", "put")),
-                                   ("prompt", prompt, PRESETS)):
+                                   ("prompt", prompt, PRESETS), ("rules", rules, RULES)):
             if value not in valid:
                 raise ConfigError(f"alfworld-sim: unknown {name} {value!r}; choose one of {sorted(valid)}")
         task_types = (task_types,) if isinstance(task_types, str) else tuple(task_types)
@@ -73,6 +98,7 @@ class AlfworldSimEnv(TextEnv):
         self.n_receptacles = _range("n_receptacles", recs if n_receptacles is None else n_receptacles)
         self.n_distractors = _range("n_distractors", distractors if n_distractors is None else n_distractors)
         self.grammar = grammar
+        self.rules = rules
         self.max_steps = max_steps
         self.agent_spec = PRESETS[prompt]
         self.world: World | None = None
@@ -83,7 +109,8 @@ class AlfworldSimEnv(TextEnv):
         if split not in SPLITS:
             raise ConfigError(f"alfworld-sim: unknown split {split!r}; choose one of {SPLITS}")
         template = int(self.np_random.integers(2))  # which of the two goal phrasings
-        self.world = generate(split, seed, template, self.task_types, self.n_receptacles, self.n_distractors)
+        self.world = generate(split, seed, template, self.task_types, self.n_receptacles, self.n_distractors,
+                              self.rules)
         self.state = State.initial(self.world)
         self.steps, self.won = 0, False
         self.inspected: set[str] = set()
@@ -153,3 +180,11 @@ class AlfworldSimEnv(TextEnv):
     def _require_reset(self, what: str) -> None:
         if self.world is None:
             raise ContractError(f"AlfworldSimEnv.{what}() called before reset()")
+
+
+class AlfworldSimV1Env(AlfworldSimEnv):
+    """``alfworld-sim-v1``: the sim's first rules (``rules_v1.py``), kept so that earlier results can be
+    reproduced. Everything else (text, grammar, scenes, splits, prompts) is the same env's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"rules": "v1", **kwargs})

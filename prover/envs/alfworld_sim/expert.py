@@ -18,7 +18,7 @@ from itertools import permutations
 from typing import Iterator
 
 from prover.envs.alfworld_sim.engine import State, command, is_open, transition, won
-from prover.envs.alfworld_sim.world import HOLDS, LIGHT, OPENABLE, PROCESSING, TWO, World
+from prover.envs.alfworld_sim.world import LIGHT, PROCESSING, TWO, World
 
 
 class _Sketch:
@@ -36,8 +36,9 @@ class _Sketch:
             self.done = won(self.world, self.state)
 
     def go(self, rec: str) -> None:
-        if self.state.loc != rec:
-            self.do(("go", rec))
+        here = self.world.site[rec]
+        if self.state.loc != here:  # a receptacle that stands where the agent is needs no move
+            self.do(("go", rec, here))
 
     def reach(self, rec: str) -> None:
         """Stand at ``rec`` with it open, as taking from or putting into it requires."""
@@ -74,7 +75,7 @@ def _drops(world: World, state: State, keep: tuple[str, ...]) -> list[str | None
     held = state.holding
     if held is None or held in keep:
         return [None]
-    return [r for r in world.receptacles if world.kind[r] in HOLDS[world.kind[held]]]
+    return [r for r in world.receptacles if world.kind[r] in world.rules.holds[world.kind[held]]]
 
 
 def _candidates(world: World, state: State) -> Iterator[_Sketch]:
@@ -129,16 +130,15 @@ def _candidates(world: World, state: State) -> Iterator[_Sketch]:
                         yield sk
 
 
-
 def observed_action(world: World, state: State, inspected: set[str], grammar: str = "move") -> str | None:
     """The next command of an expert that knows only what the agent has seen.
 
     The shortest plan above walks straight to objects hidden in closed cabinets, which no policy can
     learn from its observations. This expert is the one the warm start clones: it searches the
-    receptacles that can hold what the task needs, in the room's listed order, opening closed ones,
-    until it has seen enough (one goal object, two for pick-two, plus a lamp for the light task);
-    then it follows the shortest plan over the objects it has seen. ``inspected`` holds the
-    receptacles whose contents the agent has been shown.
+    receptacles that can hold what the task needs, in the room's listed order, opening closed ones
+    (and examining one that stands where it already is), until it has seen enough (one goal object,
+    two for pick-two, plus a lamp for the light task); then it follows the shortest plan over the
+    objects it has seen. ``inspected`` holds the receptacles whose contents the agent has been shown.
     """
     if won(world, state):
         return None
@@ -147,13 +147,15 @@ def observed_action(world: World, state: State, inspected: set[str], grammar: st
     lamps = tuple(o for o in world.lamps if o in seen)
     need_lamp = world.task_type == LIGHT and not lamps
     if len(targets) < (2 if world.task_type == TWO else 1) or need_lamp:
-        wanted = set(HOLDS[world.obj_type]) | (set(HOLDS[world.toggle_type]) if need_lamp else set())
+        homes = world.rules.homes
+        wanted = set(homes[world.obj_type]) | (set(homes[world.toggle_type]) if need_lamp else set())
         for rec in world.receptacles:
             if rec in inspected or world.kind[rec] not in wanted:
                 continue
-            if state.loc == rec and world.kind[rec] in OPENABLE and rec not in state.opened:
-                return command(("open", rec), grammar)
-            return command(("go", rec), grammar)
+            if state.loc != world.site[rec]:
+                return command(("go", rec), grammar)
+            closed = world.kind[rec] in world.rules.openable and rec not in state.opened
+            return command(("open" if closed else "examine", rec), grammar)
         return plan(world, state, grammar)[0]  # nothing left to search: fall back to the oracle
     view = copy.copy(world)  # the same room, restricted to the objects seen so far
     object.__setattr__(view, "targets", targets)
@@ -162,6 +164,9 @@ def observed_action(world: World, state: State, inspected: set[str], grammar: st
 
 
 def inspect_after(world: World, state: State, cmd: tuple, inspected: set[str]) -> None:
-    """Record what a successful command showed: a reached open receptacle, or one just opened."""
-    if cmd[0] == "open" or (cmd[0] == "go" and is_open(world, state, cmd[1])):
+    """Record what a successful command showed: a reached or examined open receptacle, or one just
+    opened. (Arriving shows only the receptacle named, not the others at its location.)"""
+    verb = cmd[0]
+    shown = verb in ("go", "examine") and cmd[1] in world.site and is_open(world, state, cmd[1])
+    if verb == "open" or shown:
         inspected.add(cmd[1])
