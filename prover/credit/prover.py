@@ -30,7 +30,9 @@ Departures and choices (all switches):
 4. Every proposal is re-checked here with ``validate_segment``, whatever judge made it (LLM judges also
    repair their own); a proposal that fails is dropped and counted, and that group keeps plain GRPO.
 5. All verifications of a step are one Brancher call (2 * K continuations per valid proposal), and all
-   proposals one ``propose_all`` call, so LLM judges can run concurrently. Continuations never enter
+   proposals one ``propose_all`` call, so LLM judges can run concurrently. ``verify=adaptive`` (rounds
+   that stop once the decision is settled) and ``free_samples`` (the group's own runs through a boundary
+   state count towards K) are ours, not the paper's: credit/verification.py. Continuations never enter
    the training batch; their tokens are counted by the Brancher as cost/branch_tokens.
 """
 
@@ -42,9 +44,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from prover.branching import BranchRequest
 from prover.credit.base import CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPO, GRPOConfig, grpo_turn_advantages
+from prover.credit.verification import Boundaries, verify, verify_metrics
 from prover.errors import ConfigError
 from prover.judges.base import can_yield_segment, validate_segment
 from prover.judges.health import FailureWatch, judge_metrics, reason_text
@@ -64,6 +66,14 @@ class ProVerConfig(GRPOConfig, WinRangeConfig):
     bonus_units: Literal["reward", "success"] = Field("reward", description="'reward': the bonus is lambda * Delta "
                                                       "* reward.scale, in the units of R_i as in the paper's binary "
                                                       "rewards; 'success': lambda * Delta as written.")
+    verify: Literal["fixed", "adaptive"] = Field("fixed", description="'fixed': K continuations from each boundary "
+                                                 "(ProVer); 'adaptive': rounds that stop once the decision is "
+                                                 "settled, K at most (credit/verification.py).")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verify=adaptive: stop when P(V_post > V_pre) is "
+                              "above this (accept) or below 1 minus it (reject).")
+    round_size: int = Field(2, ge=1, description="verify=adaptive: continuations per boundary per round.")
+    free_samples: bool = Field(False, description="Count the group's own trajectories that stood in a boundary "
+                               "state as samples of its value, and branch only for the rest of K.")
 
     @field_validator("eligible")
     @classmethod
@@ -127,21 +137,23 @@ class ProVer(GRPO):
                     dropped += 1
                     checked.append(CheckedSegment(gi, seg, None, False, problem, why, res.transcript))
         self.judge_watch.observe(usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
-        branches = [BranchRequest(req.success, turn, cfg.samples)
-                    for _, req, seg, _, _ in valid for turn in (seg.start_turn, seg.end_turn + 1)]
-        outcomes = ctx.brancher.continue_from(branches, seed=seed) if branches else []
-        deltas = [outcomes[2 * k + 1].value - outcomes[2 * k].value for k in range(len(valid))]
-        for (gi, req, seg, why, replies), delta in zip(valid, deltas):
-            checked.append(CheckedSegment(gi, seg, float(delta), bool(delta > 0), "", why, replies))
-            if delta > 0:
-                per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * delta * unit
+        verdicts = verify(ctx.brancher, [Boundaries(batch.groups[gi], req.target, (seg.start_turn, seg.end_turn + 1))
+                                         for gi, req, seg, _, _ in valid],
+                          k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size, confidence=cfg.confidence,
+                          free_samples=cfg.free_samples, seed=seed)
+        deltas = [v.delta for v in verdicts]
+        for (gi, req, seg, why, replies), v in zip(valid, verdicts):
+            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies))
+            if v.accepted:
+                per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
         metrics = {
             "credit/eligible_groups": float(len(eligible)),
             "credit/unprovable_groups": float(len(eligible) - len(jobs)),
             "credit/proposals": float(sum(r.proposal is not None for r in results)),
             "credit/valid_proposals": float(len(valid)),
             "credit/dropped_proposals": float(dropped),
-            "credit/accepted": float(sum(d > 0 for d in deltas)),
+            "credit/accepted": float(sum(v.accepted for v in verdicts)),
+            **verify_metrics(verdicts),
             "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
             "cost/judge_dollars": float(usage.dollars),
             "cost/judge_cached_dollars": float(usage.cached_dollars),  # what cached replies cost when first paid
