@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
-from prover.credit.gigpo import GiGPO, GiGPOConfig, anchor_groups, discounted_returns
+from prover.credit.gigpo import GiGPO, GiGPOConfig, anchor_groups, discounted_returns, gigpo_row_advantages
+from prover.credit.grpo import segment_stats
 from prover.types import Batch, Group, Trajectory, Turn
 
 
@@ -48,6 +51,56 @@ def test_worked_vector_mean_std_norm():
     want = [ae[0] + as_, ae[0], ae[0], ae[1] - as_, ae[1]]
     assert per_turn(adv) == pytest.approx(want, rel=1e-5)
     assert per_turn(adv) == pytest.approx([1.4374, 0.7303, 0.7303, -1.8026, -1.0954], abs=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
+def test_worked_vector_in_float64_bit_for_bit(mode):
+    # The worked vector again, compared exactly. Every sum below is of integers or of two terms, so
+    # these are the only correctly rounded results of the docstring's formulas, whatever the order:
+    # A^E (eq. 3): scores [10,10,10,0,0], mean 6, deviations [4,4,4,-6,-6],
+    #      unbiased std sqrt((3 * 16 + 2 * 36) / 4) = sqrt(30)
+    # R_t (eq. 5, backwards): A: R_2 = 10, R_1 = 0.95 * 10 = 9.5, R_0 = 0.95 * 9.5 (9.025 rounded);
+    #      B: 0, 0
+    # A^S (eq. 7): only o0 is shared, by A0 and B0: mean R_0 / 2, deviations +-R_0 / 2 ("h"),
+    #      unbiased std sqrt(h^2 + h^2); every other row is alone in its state: A^S = 0
+    # A (eq. 8, omega 1): [A^E_A + A^S_A0, A^E_A, A^E_A, A^E_B - A^S_A0, A^E_B]
+    h = 0.95 * (0.95 * 10.0) / 2
+    if mode == "mean_norm":
+        ea, eb, s = 4.0, -6.0, h
+    else:
+        f = math.sqrt(30) + 1e-6
+        ea, eb, s = 4 / f, -6 / f, h / (math.sqrt(h * h + h * h) + 1e-6)
+    got = gigpo_row_advantages(worked_batch(), CreditContext(TrainConfig()), GiGPOConfig(mode=mode))
+    assert got.dtype == np.float64
+    assert got.tolist() == [ea + s, ea, ea, eb - s, eb]
+
+
+def test_segment_statistics_are_verls_torch_mean_and_std_exactly():
+    # verl-agent takes a group's statistics as torch.mean(torch.tensor(scores)) and
+    # torch.std(torch.tensor([scores])), scores a list of 0-d float64 tensors in row order. The batched
+    # segment_stats must give those very bits (np.mean / np.std differ in the last ones), for lengths on
+    # torch's scalar, vector and cascade (>= 512) paths, with the segments' rows interleaved.
+    rng = np.random.default_rng(0)
+    lengths = [1, 2, 3, 5, 7, 8, 9, 17, 33, 100, 513, 1100, 9, 3]
+    codes = rng.permutation(np.repeat(np.arange(len(lengths)), lengths))
+    values = rng.normal(size=codes.size) * 10 - 0.1
+    values[codes == 13] = 0.1  # equal values: 3 * 0.1 / 3 != 0.1, so the std is not 0, yet all are equal
+    count, mean, std, same = segment_stats(values, codes, len(lengths))
+    for k, n in enumerate(lengths):
+        scores = list(torch.from_numpy(values[codes == k]))
+        assert count[k] == n and mean[k] == torch.mean(torch.tensor(scores)).item()
+        if n > 1:
+            assert std[k] == torch.std(torch.tensor([scores])).item()
+    assert same.tolist() == [True] + [False] * 12 + [True]  # one value, or all equal
+
+
+def test_writing_into_one_turns_values_changes_no_other_turn():
+    # the per-token arrays are slices of one buffer (grpo.broadcast_rows): they must not overlap
+    trajs = [traj("A", ["o0", "o1", "o2"], True, n_tokens=3), traj("B", ["o0", "o3"], False)]
+    adv = GiGPO().assign(Batch([Group("t", trajs)]), CreditContext(TrainConfig()))
+    before = [a.copy() for a in adv.flat()]
+    adv.flat()[1][:] = 99.0
+    assert [np.array_equal(a, b) for a, b in zip(adv.flat(), before)] == [True, False, True, True, True]
 
 
 def test_trajectory_statistics_take_one_score_per_episode():

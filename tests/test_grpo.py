@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
-from prover.credit.grpo import GRPO, GRPOConfig
+from prover.credit.grpo import GRPO, GRPOConfig, grpo_turn_advantages
 from prover.errors import ConfigError
 from prover.registry import CREDIT
 
@@ -135,6 +135,18 @@ def test_eps_is_added_to_the_std(make_batch, train_cfg):
     v = turn_values(assign(make_batch([[(True, 1, None), (False, 1, None)]]), train_cfg, norm="std", eps=0.5))
     assert v == [[[approx(5 / (math.sqrt(50) + 0.5))], [approx(-5 / (math.sqrt(50) + 0.5))]]]
     assert v[0][0][0] == pytest.approx(0.660409, rel=1e-5)
+
+
+def test_float64_values_equal_the_hand_computed_ones_bit_for_bit(make_batch, train_cfg):
+    # Sums of integers only, so no summation order changes a bit. R = [10, 0, 0, 0]; rows [10] [0] [0, 0] [0].
+    # stats=trajectory: mean 2.5, unbiased std sqrt((7.5^2 + 3 * 2.5^2) / 3) = sqrt(25) = 5.
+    # stats=step, pool [10, 0, 0, 0, 0]: mean 2, squared deviations 64 + 4 * 4 = 80, std sqrt(80 / 4) = sqrt(20).
+    group = make_batch([[(True, 1, None), (False, 1, None), (False, 2, None), (False, 1, None)]]).groups[0]
+    ctx = CreditContext(config=train_cfg)
+    for stats, (hi, lo, d) in {"trajectory": (7.5, -2.5, 5 + EPS), "step": (8, -2, math.sqrt(20) + EPS)}.items():
+        got = grpo_turn_advantages(group, ctx, GRPOConfig(norm="std", stats=stats))
+        assert all(a.dtype == np.float64 for a in got)
+        assert [a.tolist() for a in got] == [[hi / d], [lo / d], [lo / d] * 2, [lo / d]]
 
 
 def test_reward_scale_and_penalty_come_from_the_run_config(make_batch, train_cfg):

@@ -27,21 +27,30 @@ Departures and choices:
 3. Rewards are ``reward.scale`` times the env's, and the invalid-format penalty is subtracted from both
    the row's episode score and its step return, as verl-agent's trainer does.
 4. A singleton anchor group gives A^S = 0 exactly; a pool of one row at episode level keeps its raw
-   score (verl: mean 0, std 1).
+   score (verl: mean 0, std 1, which with mean_std_norm still divides by 1 + eps, eps rounded to float32:
+   a 1e-6 relative difference).
+
+The whole batch is computed at once (anchor groups and trajectories are segments of flat arrays) with
+GRPO's ``segment_stats``, which sums in the reference's torch order, so with the reference's settings
+(episode_stats="step", its anchor_obs as our anchors) float64 outputs equal
+``compute_gigpo_outcome_advantage``'s bit for bit; ``benchmarks/credit_vs_reference.py`` checks this
+and times both.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Hashable, Literal
+from collections.abc import Hashable
+from operator import attrgetter
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
-from prover.credit.base import (CreditAssigner, CreditContext, MethodConfig, broadcast, trajectory_score,
-                                turn_scores)
+from prover.credit.base import CreditAssigner, CreditContext, MethodConfig
+from prover.credit.grpo import Rows, batch_rows, broadcast_rows, segment_stats
 from prover.registry import CREDIT
-from prover.types import Advantages, Batch, Group
+from prover.types import Advantages, Batch
 
 
 class GiGPOConfig(MethodConfig):
@@ -61,38 +70,54 @@ class GiGPOConfig(MethodConfig):
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """R_t = sum_{k >= t} gamma^(k - t) r_k, computed backwards."""
-    out = np.zeros(len(rewards), dtype=np.float64)
-    running = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        running = rewards[t] + gamma * running
-        out[t] = running
-    return out
+    return _returns_by_trajectory(np.asarray(rewards, dtype=np.float64), np.array([len(rewards)]), gamma)
 
 
-def _normalise(values: np.ndarray, members: list[list[int]], std: bool, eps: float,
+def _returns_by_trajectory(rewards: np.ndarray, lengths: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted returns of every trajectory at once: one (T, max length) grid, walked backwards.
+
+    Each step is the reference's ``running = r_t + gamma * running``; past a trajectory's end the grid
+    holds 0 and running stays exactly 0, so every row sees the same float operations as a loop of its own.
+    """
+    if rewards.size == 0:
+        return np.zeros(0)
+    row_traj = np.repeat(np.arange(len(lengths)), lengths)
+    pos = np.arange(rewards.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    grid = np.zeros((len(lengths), int(lengths.max())))
+    grid[row_traj, pos] = rewards
+    running = np.zeros(len(lengths))
+    for t in range(grid.shape[1] - 1, -1, -1):
+        running = grid[:, t] + gamma * running
+        grid[:, t] = running
+    return grid[row_traj, pos]
+
+
+def _normalise(values: np.ndarray, codes: np.ndarray, n: int, std: bool, eps: float,
                singleton_raw: bool) -> np.ndarray:
-    """(x - mean) [/ (std + eps)] within each member list; singletons per ``singleton_raw``."""
-    out = np.zeros_like(values)
-    for idx in members:
-        x = values[idx]
-        if len(idx) == 1:
-            out[idx] = x if singleton_raw else 0.0
-            continue
-        centred = x - x.mean()
-        out[idx] = centred / (x.std(ddof=1) + eps) if std else centred
+    """(x - mean) [/ (std + eps)] within each segment code; singletons per ``singleton_raw``."""
+    count, mean, sd, _ = segment_stats(values, codes, n)
+    out = values - mean[codes]
+    if std:
+        with np.errstate(invalid="ignore"):  # segments of one have no std: set below
+            out = out / (sd[codes] + eps)
+    single = count[codes] == 1
+    out[single] = values[single] if singleton_raw else 0.0
     return out
 
 
-def _episode_by_trajectory(scores: np.ndarray, per_traj: np.ndarray, std: bool, eps: float) -> np.ndarray:
+def _episode_by_trajectory(rows: Rows, n_groups: int, std: bool, eps: float) -> np.ndarray:
     """Row scores centred [and scaled] by the mean [and std] of one score R_i per trajectory."""
-    if len(per_traj) == 1:
-        return scores.copy()  # a group of one keeps its raw score (verl: mean 0, std 1)
-    centred = scores - per_traj.mean()
-    if not std:
-        return centred
-    if np.all(per_traj == per_traj[0]):  # no outcome signal: exactly 0, not penalties / eps
-        return np.zeros_like(scores)
-    return centred / (per_traj.std(ddof=1) + eps)
+    has_turns = rows.lengths > 0  # trajectories with rows set the statistics, as in the reference
+    count, mean, sd, same = segment_stats(rows.traj_score[has_turns], rows.traj_group[has_turns], n_groups)
+    g = rows.row_group
+    out = rows.scores - mean[g]
+    if std:
+        with np.errstate(invalid="ignore"):
+            out = out / (sd[g] + eps)
+        out[same[g]] = 0.0  # no outcome signal: exactly 0, not penalties / eps
+    single = count[g] == 1
+    out[single] = rows.scores[single]  # a group of one keeps its raw score (verl: mean 0, std 1)
+    return out
 
 
 def anchor_groups(keys: list[Hashable], thresh: float | None) -> list[list[int]]:
@@ -114,35 +139,54 @@ def anchor_groups(keys: list[Hashable], thresh: float | None) -> list[list[int]]
     return clusters
 
 
+def _anchor_codes(keys: list[Hashable], row_group: np.ndarray,
+                  thresh: float | None) -> tuple[np.ndarray, int]:
+    """A code per row naming its anchor group; groups never share one (anchors are within a task's group)."""
+    codes, n = np.empty(len(keys), dtype=np.int64), 0
+    bounds = np.flatnonzero(np.diff(row_group)) + 1  # the rows of a group are contiguous
+    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(keys)]):
+        if thresh is None:  # a dict of first sightings: new keys take the next code
+            seen: dict[Hashable, int] = {}
+            codes[a:b] = [seen.setdefault(k, len(seen)) for k in keys[a:b]]
+            size = len(seen)
+        else:
+            clusters = anchor_groups(keys[a:b], thresh)
+            for c, members in enumerate(clusters):
+                codes[a + np.array(members)] = c
+            size = len(clusters)
+        codes[a:b] += n
+        n += size
+    return codes, n
+
+
+def gigpo_row_advantages(batch: Batch, ctx: CreditContext, cfg: GiGPOConfig) -> np.ndarray:
+    """(N,) float64 A^E + omega * A^S of every turn row, in ``batch.turns()`` order."""
+    return _gigpo_rows(batch, batch_rows(batch, ctx.config.reward), ctx, cfg)
+
+
+def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig) -> np.ndarray:
+    reward, n_groups, std = ctx.config.reward, len(batch.groups), cfg.mode == "mean_std_norm"
+    if not rows.turns:
+        return np.zeros(0)
+    if cfg.episode_stats == "step":
+        episode = _normalise(rows.scores, rows.row_group, n_groups, std, cfg.eps, singleton_raw=True)
+    else:
+        episode = _episode_by_trajectory(rows, n_groups, std, cfg.eps)
+    env_rewards = np.fromiter(map(attrgetter("reward"), rows.turns), dtype=np.float64, count=len(rows.turns))
+    returns = _returns_by_trajectory(reward.scale * env_rewards, rows.lengths, cfg.gamma)
+    returns = returns - reward.invalid_penalty * rows.invalid
+    keys: list[Hashable] = list(map(attrgetter(cfg.anchor), rows.turns))  # Turn.state_key or .observation
+    thresh = cfg.similarity_thresh if cfg.anchor == "observation" else None
+    codes, n = _anchor_codes(keys, rows.row_group, thresh)
+    step = _normalise(returns, codes, n, std, cfg.eps, singleton_raw=False)
+    return episode + cfg.omega * step
+
+
 @CREDIT.register("gigpo")
 class GiGPO(CreditAssigner):
     Config = GiGPOConfig
     needs_groups = True
 
-    def _group(self, group: Group, ctx: CreditContext) -> list[np.ndarray]:
-        cfg, reward = self.config, ctx.config.reward
-        trajs = group.trajectories
-        lengths = [len(tr.turns) for tr in trajs]
-        if sum(lengths) == 0:
-            return [np.zeros(0) for _ in trajs]
-        scores = np.concatenate([turn_scores(tr, reward) for tr in trajs])
-        penalty = np.concatenate([[reward.invalid_penalty * (not t.format_valid) for t in tr.turns] for tr in trajs])
-        returns = np.concatenate([discounted_returns(np.array([reward.scale * t.reward for t in tr.turns]),
-                                                     cfg.gamma) for tr in trajs]) - penalty
-        std = cfg.mode == "mean_std_norm"
-        rows_of = np.split(np.arange(len(scores)), np.cumsum(lengths)[:-1])
-        if cfg.episode_stats == "step":
-            episode = _normalise(scores, [list(range(len(scores)))], std, cfg.eps, singleton_raw=True)
-        else:  # trajectories with turns (those with rows, as in the reference) set the statistics
-            per_traj = np.array([trajectory_score(tr, reward) for tr in trajs if tr.turns])
-            episode = _episode_by_trajectory(scores, per_traj, std, cfg.eps)
-        keys: list[Hashable] = [t.state_key if cfg.anchor == "state_key" else t.observation
-                                for tr in trajs for t in tr.turns]
-        thresh = cfg.similarity_thresh if cfg.anchor == "observation" else None
-        step = _normalise(returns, anchor_groups(keys, thresh), std, cfg.eps, singleton_raw=False)
-        total = episode + cfg.omega * step
-        return [total[r] for r in rows_of]
-
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
-        per_turn = [self._group(g, ctx) for g in batch.groups]
-        return Advantages(values=broadcast(batch, per_turn))
+        rows = batch_rows(batch, ctx.config.reward)
+        return Advantages(values=broadcast_rows(batch, rows, _gigpo_rows(batch, rows, ctx, self.config)))
