@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable
 
 from prover.envs.base import TextEnv
-from prover.envs.pivot_sim.engine import (FORWARD, INITIAL, INVALID, TASK, State, advance, arrives, choices,
+from prover.envs.pivot_sim.engine import (INITIAL, INVALID, TASK, State, advance, arrives, choices,
                                           feedback, welcome)
 from prover.envs.pivot_sim.expert import expert_action, expert_path_length
 from prover.envs.pivot_sim.prompts import PRESETS
