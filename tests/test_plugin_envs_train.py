@@ -32,9 +32,7 @@ def plugin_tests(plugin: str, filename: str) -> ModuleType:
 
 def webshop_overrides(tmp_path: Path, request) -> list[str]:
     data = plugin_tests("prover-webshop", "test_webshop_plugin.py")
-    for name, content in (("items_shuffle_1000.json", data.PRODUCTS), ("items_ins_v2_1000.json", data.ATTRIBUTES),
-                          ("items_human_ins.json", data.HUMAN)):
-        (tmp_path / name).write_text(json.dumps(content, ensure_ascii=False))
+    data.write_data(tmp_path, data.PRODUCTS, data.ATTRIBUTES, data.HUMAN)
     return [f"env.kwargs.data_dir={tmp_path}", "env.kwargs.noun_tagger=words", "env.kwargs.n_test_goals=1"]
 
 

@@ -13,14 +13,14 @@ in percent, rounded; a match needs more than 85.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from prover.envs import make_env
 from prover.envs.webshop_sim.engine import SEP
 from prover.errors import ConfigError
 from prover_webshop import WebshopEnv
+
+from test_webshop_plugin import write_data
 
 SLEEVE, SHAMPOO, EXTENSIONS = "B0SLEEVE01", "B0SHAMPOO1", "B0HAIREXT1"
 
@@ -62,10 +62,7 @@ HUMAN = {
 
 @pytest.fixture
 def data_dir(tmp_path):
-    for name, content in (("items_shuffle_1000.json", PRODUCTS), ("items_ins_v2_1000.json", ATTRIBUTES),
-                          ("items_human_ins.json", HUMAN)):
-        (tmp_path / name).write_text(json.dumps(content, ensure_ascii=False))
-    return tmp_path
+    return write_data(tmp_path, PRODUCTS, ATTRIBUTES, HUMAN)
 
 
 def shop(data_dir, **kwargs) -> WebshopEnv:

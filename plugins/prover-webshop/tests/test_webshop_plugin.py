@@ -67,12 +67,17 @@ HUMAN = {
 }
 
 
+def write_data(folder, products, attributes, human):
+    """WebShop's three data files, under the names its loader reads, in ``folder``."""
+    for name, content in (("items_shuffle_1000.json", products), ("items_ins_v2_1000.json", attributes),
+                          ("items_human_ins.json", human)):
+        (folder / name).write_text(json.dumps(content, ensure_ascii=False))
+    return folder
+
+
 @pytest.fixture
 def data_dir(tmp_path):
-    for name, content in (("items_shuffle_1000.json", PRODUCTS), ("items_ins_v2_1000.json", ATTRIBUTES),
-                          ("items_human_ins.json", HUMAN)):
-        (tmp_path / name).write_text(json.dumps(content, ensure_ascii=False))
-    return tmp_path
+    return write_data(tmp_path, PRODUCTS, ATTRIBUTES, HUMAN)
 
 
 def shop(data_dir, **kwargs) -> WebshopEnv:
