@@ -20,6 +20,9 @@ ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimV1Env")
 ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
 ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
 ENVS.register("pivot-sim", "prover.envs.pivot_sim:PivotSimEnv")
+# any Gymnasium env with text observations (prover/envs/gym.py); snapshots only when declared deterministic
+ENVS.register("gymnasium", "prover.envs.gym:GymnasiumTextEnv")
+ENVS.register("gymnasium-deterministic", "prover.envs.gym:DeterministicGymnasiumTextEnv")
 
 
 def make_env(name: str, **kwargs: Any) -> TextEnv:

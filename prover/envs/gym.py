@@ -1,0 +1,257 @@
+"""Gymnasium interop, both ways.
+
+**prover envs in Gymnasium.** Importing this module registers every prover env name (built-ins and the
+``prover.envs`` plugins installed) in Gymnasium's registry under the namespace ``prover``, so that
+``gymnasium.make("prover.envs.gym:prover/alfworld-sim-v1")`` works with no other import (Gymnasium imports
+the module named before the colon), as does ``gymnasium.make("prover/alfworld-sim-v1")`` after
+``import prover.envs.gym``. Gymnasium 1.x, which prover requires, no longer loads plugins from an
+entry-point group (0.26-0.29's ``gymnasium.envs`` group is gone), hence the import.
+
+Gymnasium ids need a version; prover names map as follows (``gymnasium_ids``):
+- a name that ends in ``-vN`` keeps it: ``alfworld-sim-v1`` is ``prover/alfworld-sim-v1``;
+- a name without one gets ``-v0``, unless versioned names of the same family exist, then one more than
+  the highest of them: prover's unversioned name is its current env (``alfworld-sim`` follows newer tables
+  than ``alfworld-sim-v1``), and so is Gymnasium's unversioned id, which resolves to the highest version.
+  So ``alfworld-sim`` is ``prover/alfworld-sim-v2`` and ``webshop-sim`` is ``prover/webshop-sim-v0``.
+Every id is built through ``prover.envs.make_env`` (plugin contract checks, one-line errors); the entry
+point is a string, so registering imports no env.
+
+**Gymnasium envs in prover.** ``GymnasiumTextEnv`` (env name ``gymnasium``) runs any registered Gymnasium
+env whose observations are text as a prover ``TextEnv``: ``env.name=gymnasium env.kwargs.id=<gym id>``, the
+other ``env.kwargs`` going to ``gymnasium.make``. Actions are text (a ``Text`` space, passed through) or a
+``Discrete`` choice, shown as the env's ``action_names`` (or ALE's ``get_action_meanings()``), else as the
+integers, and matched back case-insensitively. prover cannot know whether a foreign env is deterministic,
+so snapshots are off unless the user says so: ``deterministic=True`` turns on replay snapshots (the seed and
+the actions so far; a restore re-makes the env, resets it with the seed and replays). The name
+``gymnasium-deterministic`` is that env with the flag fixed on at class level, which is what the config
+check of branching credit methods (ProVer, SPO) reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable
+from typing import Any
+
+import gymnasium
+from gymnasium import spaces
+
+from prover.envs.base import TextEnv
+from prover.errors import ConfigError, ContractError
+
+NAMESPACE = "prover"
+ENTRY_POINT = "prover.envs.gym:make_prover_env"
+VERSIONED = re.compile(r"^(?P<family>.+)-v(?P<version>0|[1-9]\d*)$")  # as Gymnasium parses an id's version
+# the characters Gymnasium allows in a name, less ':' (its "module:id" separator in make)
+GYM_NAME = re.compile(r"^[\w.-]+$")
+WIN_KEYS = ("won", "is_success")  # prover's name for success, then the common Gymnasium one
+
+
+def gymnasium_ids(names: list[str]) -> dict[str, str]:
+    """The Gymnasium id of each prover env name (see the module docstring); names Gymnasium cannot spell
+    (a '/', ':' or space in them) are left out."""
+    highest: dict[str, int] = {}
+    for name in names:
+        match = VERSIONED.match(name)
+        if match:
+            family, version = match["family"], int(match["version"])
+            highest[family] = max(version, highest.get(family, -1))
+    ids = {}
+    for name in names:
+        if not GYM_NAME.match(name):
+            continue
+        suffix = "" if VERSIONED.match(name) else f"-v{highest.get(name, -1) + 1}"
+        ids[name] = f"{NAMESPACE}/{name}{suffix}"
+    return ids
+
+
+def make_prover_env(prover_env: str, **kwargs: Any) -> TextEnv:
+    """Gymnasium's entry point for every ``prover/...`` id: the prover env ``prover_env`` built with ``kwargs``."""
+    from prover.envs import make_env
+
+    return make_env(prover_env, **kwargs)
+
+
+def _is_adapter(target: Any) -> bool:
+    """Whether a registry target is this module's adapter (a Gymnasium env wrapped back into Gymnasium)."""
+    if isinstance(target, str):
+        return target.partition(":")[0] == __name__
+    return isinstance(target, type) and issubclass(target, GymnasiumTextEnv)
+
+
+def register_gymnasium_envs() -> dict[str, str]:
+    """Register every prover env name in Gymnasium's registry; returns {prover name: Gymnasium id}.
+    Safe to call again (an id already registered by this function is kept); an id that something else
+    registered first is left alone and missing from the result."""
+    from prover.registry import ENVS
+
+    names = [entry.name for entry in ENVS.entries() if not _is_adapter(entry.target)]
+    done = {}
+    for name, gym_id in gymnasium_ids(names).items():
+        ours = {"entry_point": ENTRY_POINT, "kwargs": {"prover_env": name}}
+        spec = gymnasium.registry.get(gym_id)
+        if spec is None:
+            try:
+                gymnasium.register(id=gym_id, **ours)
+            except gymnasium.error.RegistrationError:  # an unversioned id of the family is someone else's
+                continue
+        elif (spec.entry_point, spec.kwargs) != (ours["entry_point"], ours["kwargs"]):
+            continue
+        done[name] = gym_id
+    return done
+
+
+def _make_gym_env(gym_id: str, gym_kwargs: dict[str, Any]) -> gymnasium.Env:
+    """``gymnasium.make`` with its failures (unknown id, unknown module, bad arguments) as one line."""
+    if not isinstance(gym_id, str) or not gym_id:
+        raise ConfigError(f"env 'gymnasium' needs id=<a registered Gymnasium env id>, got {gym_id!r}")
+    try:
+        return gymnasium.make(gym_id, **gym_kwargs)
+    except (gymnasium.error.Error, ModuleNotFoundError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"env 'gymnasium': cannot make Gymnasium env {gym_id!r}: {first}") from exc
+    except TypeError as exc:
+        raise ConfigError(f"env 'gymnasium': Gymnasium env {gym_id!r} rejected its arguments "
+                          f"{sorted(gym_kwargs)}: {exc}") from exc
+
+
+def _discrete_names(env: gymnasium.Env, space: spaces.Discrete, gym_id: str) -> list[str]:
+    """The text of each action of ``space``, in order: the env's names for them, else the integers."""
+    inner = env.unwrapped
+    names = getattr(inner, "action_names", None)
+    if names is None and callable(getattr(inner, "get_action_meanings", None)):
+        names = inner.get_action_meanings()
+    if names is None:
+        return [str(int(space.start) + i) for i in range(int(space.n))]
+    names = [str(n).strip() for n in names]
+    if len(names) != int(space.n) or len({n.lower() for n in names}) != len(names) or "" in names:
+        raise ConfigError(f"env 'gymnasium': Gymnasium env {gym_id!r} names its {int(space.n)} actions "
+                          f"{names!r}; they must be that many distinct, non-empty names")
+    return names
+
+
+def _may_be_text(space: spaces.Space) -> bool:
+    """Text, or a space defined outside Gymnasium (which may hold strings); Gymnasium's others hold none."""
+    return isinstance(space, spaces.Text) or not type(space).__module__.startswith("gymnasium.")
+
+
+class GymnasiumTextEnv(TextEnv):
+    """A registered Gymnasium env with text observations, as a prover env (see the module docstring).
+
+    An invalid action (a Discrete name it does not have, or text outside its Text space) is a no-op that
+    repeats the current observation. ``state_key`` is the episode's history (seed, options, accepted
+    actions): a black box shows no state, and for a deterministic env the history fixes it."""
+
+    deterministic = False
+    can_snapshot = False
+
+    def __init__(self, *, id: str, deterministic: bool = False, **gym_kwargs: Any) -> None:
+        self.gym_id = id
+        self._gym_kwargs = dict(gym_kwargs)
+        self._env = _make_gym_env(id, self._gym_kwargs)
+        self.deterministic = self.can_snapshot = bool(deterministic)  # this instance's, over the class's
+        if not _may_be_text(self._env.observation_space):
+            self._env.close()
+            raise ConfigError(f"env 'gymnasium': Gymnasium env {id!r} has observations "
+                              f"{self._env.observation_space}; it needs text ones (a Text space)")
+        space = self._env.action_space
+        self._names: list[str] | None = None  # a Discrete env's action texts, in the order of its actions
+        if isinstance(space, spaces.Discrete):
+            self._names = _discrete_names(self._env, space, id)
+            self._start = int(space.start)
+            self._by_text = {name.lower(): self._start + i for i, name in enumerate(self._names)}
+        elif not isinstance(space, spaces.Text):
+            self._env.close()
+            raise ConfigError(f"env 'gymnasium': Gymnasium env {id!r} has actions {space}; only Text and "
+                              "Discrete action spaces can be written as text")
+        if isinstance(self._env.observation_space, spaces.Text):
+            self.observation_space = self._env.observation_space
+        self._obs = self._task = ""
+        self._last_info: dict = {}
+        self._moves: list[Any] = []  # the actions the Gymnasium env was given this episode
+
+    @property
+    def gym_env(self) -> gymnasium.Env:
+        """The Gymnasium env this one runs (a new object after each ``restore``)."""
+        return self._env
+
+    def _text(self, obs: Any, method: str) -> str:
+        if not isinstance(obs, str):
+            raise ContractError(f"Gymnasium env {self.gym_id!r} returned a {type(obs).__name__} observation "
+                                f"from {method}(); the 'gymnasium' env needs text observations")
+        return obs
+
+    def _info(self, inner: dict, valid: bool) -> dict:
+        info = dict(inner)
+        info["task"] = self._task
+        info["won"] = bool(next((inner[k] for k in WIN_KEYS if k in inner), False))
+        info["is_action_valid"] = valid and bool(inner.get("is_action_valid", True))
+        if self._names is not None:
+            info["admissible_actions"] = sorted(self._names)
+        elif inner.get("admissible_actions") is not None:
+            info["admissible_actions"] = sorted(str(a) for a in inner["admissible_actions"])
+        return info
+
+    def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
+        # prover's rollout asks for a "split"; a Gymnasium env has none (its tasks differ by seed)
+        options = {k: v for k, v in options.items() if k != "split"}
+        obs, info = self._env.reset(seed=seed, options=options or None)
+        self._obs = self._text(obs, "reset")
+        self._task = str(info.get("task", self._obs))
+        self._last_info, self._moves = dict(info), []
+        return self._obs, self._info(self._last_info, valid=True)
+
+    def _gym_action(self, action: str) -> Any:
+        """The Gymnasium action that ``action`` names, or None when it names none."""
+        if self._names is not None:
+            return self._by_text.get(" ".join(str(action).split()).lower())
+        return action if self._env.action_space.contains(action) else None
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        gym_action = self._gym_action(action)
+        if gym_action is None:
+            return self._obs, 0.0, False, False, self._info(self._last_info, valid=False)
+        obs, reward, terminated, truncated, info = self._env.step(gym_action)
+        self._obs = self._text(obs, "step")
+        self._last_info = dict(info)
+        self._moves.append(gym_action)
+        return self._obs, float(reward), bool(terminated), bool(truncated), self._info(self._last_info, True)
+
+    def state_key(self) -> Hashable:
+        return self._replay_seed, self._replay_options, tuple(self._moves)
+
+    def restore(self, snapshot: Any) -> None:
+        """Re-make the Gymnasium env, so that nothing a reset leaves behind survives, then replay."""
+        self._require_snapshots()
+        self._env.close()
+        self._env = _make_gym_env(self.gym_id, self._gym_kwargs)
+        super().restore(snapshot)
+
+    def expert_action(self) -> str | None:
+        """The wrapped env's ``expert_action()``, when it has one, as text."""
+        expert = getattr(self._env.unwrapped, "expert_action", None)
+        choice = expert() if callable(expert) else None
+        if choice is None or isinstance(choice, str) or self._names is None:
+            return choice if choice is None else str(choice)
+        return self._names[int(choice) - self._start]
+
+    def gold(self) -> str:
+        gold = getattr(self._env.unwrapped, "gold", None)
+        return str(gold()) if callable(gold) else ""
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class DeterministicGymnasiumTextEnv(GymnasiumTextEnv):
+    """``gymnasium-deterministic``: the user vouches that the env is deterministic, so it snapshots by
+    replay. The flags are class-level because config checks read them from the class."""
+
+    deterministic = True
+    can_snapshot = True
+
+    def __init__(self, *, id: str, **gym_kwargs: Any) -> None:
+        super().__init__(id=id, deterministic=True, **gym_kwargs)
+
+
+register_gymnasium_envs()
