@@ -72,6 +72,23 @@ def token_weights(masks: list[np.ndarray], mode: str, max_len: int,
     raise ValueError(f"unknown loss aggregation {mode!r}")
 
 
+def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool: int = 32) -> list[list[int]]:
+    """Row indices in batches of ``batch_rows`` rows of similar length, so little compute goes to padding.
+
+    The rows are shuffled, each run of ``pool`` batches' worth is sorted by length and cut into batches,
+    and the batches are shuffled: every batch is still a random draw of rows, of one length band.
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    span = batch_rows * pool
+    batches = []
+    for start in range(0, len(order), span):
+        band = sorted(order[start:start + span], key=lambda i: lengths[i])
+        batches += [band[b:b + batch_rows] for b in range(0, len(band), batch_rows)]
+    rng.shuffle(batches)
+    return batches
+
+
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "k1":
         return logp - ref
@@ -197,6 +214,11 @@ class Learner:
         real = [r for r in rows if not r.padding]  # padding rows come last and weigh nothing
         weights = token_weights([r.loss_mask for r in real], cfg.loss_agg, self.max_len,
                                 [r.traj_turns for r in real]) + [r.loss_mask for r in rows[len(real):]]
+        # the loss is a weighted sum over the whole mini-batch, so the order of its micro-batches is free:
+        # rows of similar length share one, and less compute goes to padding
+        by_length = sorted(range(len(real)), key=lambda i: len(real[i].prompt_ids) + len(real[i].completion_ids))
+        order = by_length + list(range(len(real), len(rows)))
+        rows, weights = [rows[i] for i in order], [weights[i] for i in order]
         stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(rows), cfg.micro_batch_rows):
@@ -204,12 +226,12 @@ class Learner:
             logits, targets, mask = completion_logits(self.model, [r.prompt_ids for r in micro],
                                                       [r.completion_ids for r in micro], self.pad_id)
             dev, width = logits.device, logits.shape[1]
-            logp = gather_logprobs(logits, targets)
+            logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
+            logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
             old, a, wt = (_pad([r.old_logprobs for r in micro], width, dev),
                           _pad([r.advantages for r in micro], width, dev), _pad(w, width, dev))
             pg, clipped = ppo_token_loss(torch.where(mask, logp, old), old, a, cfg)
             total = pg
-            logp_all = torch.log_softmax(logits, dim=-1)
             entropy = -(logp_all.exp() * logp_all).sum(-1)
             if cfg.entropy_coef > 0:
                 total = total - cfg.entropy_coef * entropy
@@ -251,11 +273,10 @@ class Learner:
         than from the few completion tokens alone. The reported loss is over completions only.
         """
         losses = []
-        rows = list(rows)
+        lengths = [len(p) + len(c) for p, c in rows]
         for _ in range(epochs):
-            self.rng.shuffle(rows)
-            for start in range(0, len(rows), batch_rows):
-                chunk = rows[start:start + batch_rows]
+            for batch in length_batches(lengths, batch_rows, self.rng):
+                chunk = [rows[i] for i in batch]
                 self.optimizer.zero_grad(set_to_none=True)
                 total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
                 for m in range(0, len(chunk), self.cfg.micro_batch_rows):

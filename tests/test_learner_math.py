@@ -7,13 +7,14 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner import kl_penalty, ppo_token_loss, rows_from, token_weights
+from prover.learner import kl_penalty, length_batches, ppo_token_loss, rows_from, token_weights
 from prover.types import Advantages
 
 
@@ -261,3 +262,21 @@ def test_rows_from_always_drops_turns_without_tokens(make_batch):
     batch = make_batch([[(True, 2, None, [0, 2])]])
     rows = rows_from(batch, adv_like(batch, [1.0, 1.0]), skip_zero=False)
     assert [len(r.completion_ids) for r in rows] == [2]
+
+
+# -- length_batches ---------------------------------------------------------------------------------
+
+def test_length_batches_use_every_row_once_in_batches_of_the_asked_size():
+    lengths = [7, 3, 9, 1, 4, 4, 8, 2, 6, 5, 0]
+    batches = length_batches(lengths, 3, random.Random(1), pool=2)
+    assert sorted(i for b in batches for i in b) == list(range(11))
+    assert sorted(len(b) for b in batches) == [2, 3, 3, 3]  # 11 rows: one short batch, in the last band
+
+
+def test_length_batches_cut_a_sorted_band_so_a_batch_holds_neighbouring_lengths():
+    # lengths 0..15 in one band (pool 4 x 4 rows = 16): the batches are the four runs of sorted lengths
+    lengths = list(range(16))
+    random.Random(0).shuffle(lengths)
+    batches = length_batches(lengths, 4, random.Random(2), pool=4)
+    assert sorted(sorted(lengths[i] for i in b) for b in batches) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11],
+                                                                        [12, 13, 14, 15]]
