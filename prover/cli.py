@@ -1,4 +1,4 @@
-"""``prover train | eval | sft | list | check-env | serve | bench | view | convert-gguf``. Errors print as one line, never a
+"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf``. Errors print as one line, never a
 traceback."""
 
 from __future__ import annotations
@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_view_parser(sub)
     add_convert_parser(sub)
+    from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
+
+    add_new_parser(sub)
     return p
 
 
