@@ -2,7 +2,8 @@
 
 Both products are folders under ``<run.dir>/models``, named by a hash of every setting that shapes
 them, written atomically and reused when present: a resumed or repeated run does not redo them, and a
-changed setting never picks up a stale one.
+changed setting never picks up a stale one. The warm start's name hashes its base folder's content, not
+its path, so a copied ``models/`` folder is reused in a new run folder.
 """
 
 from __future__ import annotations
@@ -27,6 +28,50 @@ def settings_key(*parts: object) -> str:
     """A short hash of the settings that determine a built folder."""
     text = json.dumps([p.model_dump(mode="json") if hasattr(p, "model_dump") else p for p in parts], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+DIGESTS_FILE = "digests.json"  # in <run.dir>/models: base folder -> file signature and content digest
+
+
+def folder_digest(folder: Path, cache: Path) -> str:
+    """A hash of the content of a model folder's files (what from_pretrained reads: the top-level files).
+
+    Hashing a 2B model's weights reads ~4.5 GB (seconds at the ~0.5-2 GB/s sha256 runs here), so the
+    digest is cached in ``cache``, keyed by the folder's resolved path and the name, size and mtime of each
+    file, the signature make and git trust to say a file is unchanged. A copied run folder carries the cache
+    along; a base that moved with it (the tiny model) is hashed again, which for that model is milliseconds.
+    """
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    signature = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    where = str(folder.resolve())
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):  # none yet, or a damaged one: hash again
+        known = {}
+    entry = known.get(where) if isinstance(known, dict) else None
+    if isinstance(entry, dict) and entry.get("signature") == signature:
+        return str(entry["digest"])
+    whole = hashlib.sha256()
+    for p in files:
+        with open(p, "rb") as f:
+            whole.update(f"{p.name}\0{hashlib.file_digest(f, 'sha256').hexdigest()}\n".encode())
+    digest = whole.hexdigest()[:16]
+    known = known if isinstance(known, dict) else {}
+    known[where] = {"signature": signature, "digest": digest}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")  # several ranks may write it at once
+    tmp.write_text(json.dumps(known, indent=1) + "\n")
+    os.replace(tmp, cache)
+    return digest
+
+
+def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
+    """What names a warm-start folder: the base's content and every setting the SFT depends on, with
+    warmstart.lr resolved to the value it trains with (unset and its default are one warm start)."""
+    ws = cfg.warmstart.model_copy(update={"lr": warmstart_lr(cfg.warmstart, cfg.model.path)})
+    return settings_key(base_digest, ws, cfg.seed, cfg.model.chat_template_kwargs, cfg.model.dtype,
+                        cfg.learner.micro_batch_rows, cfg.learner.grad_clip, cfg.rollout.max_turns,
+                        cfg.rollout.history_window)
 
 
 def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
@@ -62,7 +107,8 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
     from prover.warmstart import expert_rows
 
     ws = cfg.warmstart
-    learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}), dtype=cfg.model.dtype, seed=cfg.seed)
+    learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
+                      dtype=cfg.model.dtype, seed=cfg.seed)
     with report.task(f"warm start: {ws.episodes} expert episodes", total=ws.episodes) as tick:
         rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                            seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
@@ -85,8 +131,7 @@ def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv
     def build(out: Path) -> None:
         stats.update(warm_start(cfg, base, out, make_env, report))
 
-    key = settings_key(str(base), cfg.warmstart, cfg.learner.micro_batch_rows, cfg.learner.grad_clip,
-                       cfg.model.dtype, cfg.rollout.max_turns, cfg.rollout.history_window)
+    key = warmstart_key(cfg, folder_digest(base, run.model_dir(DIGESTS_FILE)))
     folder = _build_once(run.model_dir(f"warmstart-{key}"), build)
     if stats:
         report.note("warm start " + ", ".join(f"{k.split('/')[1]} {v:.3g}" for k, v in stats.items()))

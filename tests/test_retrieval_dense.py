@@ -96,12 +96,12 @@ def test_dense_top_k_bounds_and_blank_queries(tmp_path):
 
 def test_a_missing_package_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "faiss", None)  # what Python does when faiss is not installed
-    with pytest.raises(RetrievalError, match=r"pip install 'prover\[dense\]'") as err:
+    with pytest.raises(RetrievalError, match=r"pip install 'prover-rl\[dense\]'") as err:
         DenseRetriever(CORPUS, cache_dir=tmp_path)
     assert "\n" not in str(err.value) and isinstance(err.value, ProverError)
-    with pytest.raises(RetrievalError, match=r"needs 'faiss', which is not installed.*prover\[dense\]"):
+    with pytest.raises(RetrievalError, match=r"needs 'faiss', which is not installed.*prover-rl\[dense\]"):
         check_backend("dense")
-    with pytest.raises(RetrievalError, match=r"prover\[dense\]"):
+    with pytest.raises(RetrievalError, match=r"prover-rl\[dense\]"):
         SearchqaSimEnv(retriever="dense")  # refused when the env is made, not at its first reset
 
 

@@ -108,7 +108,7 @@ def _litellm_gap(section: dict, where: str) -> str | None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
         import litellm
     except ImportError:
-        return "litellm is not installed (pip install 'prover[litellm]')"
+        return "litellm is not installed (pip install 'prover-rl[litellm]')"
     missing = litellm.validate_environment(model=model).get("missing_keys") or []
     return f"model {model!r} needs the environment variable(s) {missing}" if missing else None
 

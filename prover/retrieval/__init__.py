@@ -37,7 +37,7 @@ def check_backend(name: str) -> None:
     _, modules, extra = BACKENDS[name]
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        fix = f"pip install 'prover[{extra}]'" if extra else "reinstall prover"
+        fix = f"pip install 'prover-rl[{extra}]'" if extra else "reinstall prover-rl"
         raise RetrievalError(f"the {name} retriever needs {', '.join(map(repr, missing))}, which is not "
                              f"installed; install it with: {fix}")
 

