@@ -23,6 +23,7 @@ from prover.branching import Brancher, BranchRequest, BranchResult
 from prover.config import load_config
 from prover.credit.base import CreditContext
 from prover.envs import make_env
+from prover.errors import ProverError
 from prover.registry import CREDIT
 from prover.types import Batch, Group, Trajectory, Turn
 
@@ -82,7 +83,11 @@ def main() -> None:
         method = CREDIT.get(name)()
         ctx = CreditContext(cfg, brancher=RecordedOutcomes(random.Random(1)))
         t0 = time.perf_counter()
-        method.assign(batch, ctx)
+        try:
+            method.assign(batch, ctx)
+        except ProverError as exc:  # e.g. CriticSearch's default critic is a hosted LLM that needs a key
+            print(f"| {name} | not timed: {str(exc).splitlines()[0][:120]} | |")
+            continue
         ms = (time.perf_counter() - t0) * 1e3
         print(f"| {name} | {ms:.1f} | {ms / n_turns * 1000:.1f} |")
 
