@@ -160,6 +160,9 @@ class RunConfig(Section):
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (oldest deleted first).")
     save_groups: int = Field(2, ge=0, description="Rollout groups per step kept as text in groups.jsonl for "
                              "`prover view` (those with a judge's proposal first); 0 keeps none.")
+    report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = Field(default_factory=list, description=
+        "Experiment trackers that also get every metrics.jsonl row and the config, e.g. [tensorboard,wandb] or "
+        "tensorboard; each needs its extra (pip install 'prover-rl[tensorboard]'); see prover/trackers.py.")
 
     @field_validator("dir")
     @classmethod
@@ -167,6 +170,11 @@ class RunConfig(Section):
         if not v.strip():  # an empty name would mean the current folder, whose files a fresh run moves aside
             raise ValueError("run.dir is empty; name the run's folder, e.g. run.dir=runs/my-run")
         return v
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v  # run.report_to=tensorboard names one tracker
 
 
 class TrainConfig(Section):
@@ -323,15 +331,14 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
         raise ContractError(f"env {cfg.env.name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
                             "prover.envs.TextEnv subclass")
-    engine = ENGINES.get(cfg.engine.name)
-    if hasattr(engine, "validate_kwargs"):  # a typo in engine.kwargs fails now, not after the warm start
-        engine.validate_kwargs(cfg.engine.kwargs)
+    # a typo in engine.kwargs fails now, not after the warm start
+    ENGINES.get(cfg.engine.name).validate_kwargs(cfg.engine.kwargs)
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
     if cfg.judge.name is not None:
         JUDGES.get(cfg.judge.name).validate_config(cfg)
     if cfg.model.path != "tiny":
-        from prover.engines.hf import check_model_dir
+        from prover.modeling import check_model_dir
 
         check_model_dir(cfg.model.path)
 

@@ -8,7 +8,8 @@ themselves is checked here, by building them once and throwing them away:
 - the agent's prompt templates render (every placeholder known);
 - a model folder (``model.path`` other than ``tiny``) is a folder with a config, weights whose header
   reads, and a tokenizer with a chat template;
-- a judge the credit method will call is built, and has the credentials it needs.
+- a judge the credit method will call is built, and has the credentials it needs;
+- each experiment tracker of ``run.report_to`` has its library installed.
 
 Each failure is a one-line ProverError naming the problem.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from prover.config import TrainConfig
 from prover.errors import CheckpointError, ConfigError, ContractError, ProverError, RunFolderError
+from prover.trackers import check_trackers
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -31,6 +33,7 @@ def preflight(cfg: TrainConfig, resume: bool = False) -> None:
     if cfg.model.path != "tiny" and not resume:  # a resumed run starts from its own checkpoint
         check_model_folder(Path(cfg.model.path))
     check_judge(cfg)
+    check_trackers(cfg)  # run.report_to: each tracker's library imports
 
 
 def check_run_folder(path: Path) -> None:
@@ -71,7 +74,7 @@ def check_env(cfg: TrainConfig) -> None:
 
 
 def check_model_folder(path: Path) -> None:
-    from prover.engines.hf import check_model_dir
+    from prover.modeling import check_model_dir
 
     check_model_dir(path)  # a folder with a config.json
     weights = [path / w for w in WEIGHT_FILES if (path / w).is_file()]

@@ -3,6 +3,7 @@
     <run.dir>/config.yaml          the resolved config of the run
     <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
     <run.dir>/groups.jsonl         a few rollout groups per step as text (run.save_groups), for `prover view`
+    <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/trackers.py)
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
     <run.dir>/checkpoints/step-N   model, tokenizer, optimizer.pt, rng.pt, state.json
@@ -25,6 +26,7 @@ from typing import Any
 
 from prover.config import TrainConfig, dump_config
 from prover.errors import CheckpointError, RunFolderError
+from prover.trackers import Trackers
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -83,6 +85,7 @@ class RunDir:
         self.groups_path = self.path / "groups.jsonl"
         self.ckpt_root = self.path / "checkpoints"
         self.damaged: list[str] = []  # damaged checkpoints the last look-up skipped, one line each
+        self.trackers: Trackers | None = None  # run.report_to while the trainer runs: metrics rows go there too
 
     def start(self, fresh: bool) -> Path | None:
         """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
@@ -93,9 +96,10 @@ class RunDir:
         return moved
 
     def move_old_run_aside(self) -> Path | None:
-        """metrics.jsonl, groups.jsonl, config.yaml and checkpoints/ of an earlier run into
-        ``<run.dir>.old-<UTC time>``; None when the folder holds no earlier history."""
-        history = [self.metrics_path, self.groups_path, self.ckpt_root]
+        """metrics.jsonl, groups.jsonl, config.yaml, checkpoints/ and tensorboard/ of an earlier run into
+        ``<run.dir>.old-<UTC time>``; None when the folder holds no earlier history. (wandb/ and mlflow.db
+        stay: they keep each run apart themselves, where TensorBoard would draw both runs as one.)"""
+        history = [self.metrics_path, self.groups_path, self.ckpt_root, self.path / "tensorboard"]
         if not any(p.exists() for p in history):
             return None
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -118,6 +122,8 @@ class RunDir:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        if path is None and self.trackers is not None:
+            self.trackers.log(record)
 
     def history(self) -> list[dict[str, Any]]:
         return read_jsonl(self.metrics_path)

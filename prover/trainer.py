@@ -20,16 +20,17 @@ from prover.config import TrainConfig
 from prover.branching import Brancher
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
+from prover.engines import Engine, make_engine
 from prover.errors import NonFiniteError
 from prover.envs import make_env
 from prover.judges import make_judge
 from prover.progress import Reporter
-from prover.registry import ENGINES
 from prover.rollout import Rollout, check_env_errors
 from prover.preflight import preflight
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
+from prover.trackers import Trackers
 from prover.truth import TruthScorer
 from prover.types import Batch, SamplingParams
 
@@ -70,11 +71,10 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
     }
 
 
-def engine_counts(engine: Any, phase: str) -> dict[str, float]:
+def engine_counts(engine: Engine, phase: str) -> dict[str, float]:
     """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
     none for engines that keep no counts (``hf``)."""
-    take = getattr(engine, "take_counts", None)
-    return {} if take is None else {k.replace("/", f"/{phase}_", 1): v for k, v in take().items()}
+    return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}
 
 
 def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:
@@ -135,7 +135,7 @@ class Trainer:
         if ckpt and self.ranks.is_main:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
-        self.engine = ENGINES.get(cfg.engine.name)(str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+        self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         s = cfg.rollout.sampling
         self.sampling = SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k)
@@ -188,12 +188,18 @@ class Trainer:
         try:
             if self.judge is not None:
                 self.judge.close()
-            getattr(self.engine, "close", lambda: None)()  # e.g. the sglang engine's weight-update group
+            if self.engine is not None:
+                self.engine.close()  # e.g. the sglang engine's weight-update group
         finally:
             if self.lock is not None:
                 self.lock.release()
 
     def train(self) -> dict[str, Any]:
+        # the trackers of run.report_to get every metrics row, the final evaluation's too (main process only)
+        with Trackers.start(self.cfg, self.report.note, enabled=self.ranks.is_main) as self.run.trackers:
+            return self._train()
+
+    def _train(self) -> dict[str, Any]:
         cfg, run, ranks = self.cfg, self.run, self.ranks
         self.nonfinite_streak = 0
         if self.start_step == 0:
