@@ -37,15 +37,22 @@ from prover.progress import Reporter
 from prover.seeding import derive_seed
 from prover.trainer import Trainer, task_seeds
 
-RULES = {  # name -> credit overrides (K is credit.samples)
+RULES = {  # name -> credit overrides (K is credit.samples); replaying recorded draws costs no generation
     "fixed K=8": {"verify": "fixed", "samples": 8},
+    "fixed K=16": {"verify": "fixed", "samples": 16},
     "adaptive K=8": {"verify": "adaptive", "samples": 8},
     "adaptive K=8 free": {"verify": "adaptive", "samples": 8, "free_samples": True},
-    "adaptive K=8 free, rounds of 1": {"verify": "adaptive", "samples": 8, "free_samples": True, "round_size": 1},
-    "adaptive K=16 free, rounds of 1": {"verify": "adaptive", "samples": 16, "free_samples": True, "round_size": 1},
+    "adaptive K=16, rounds of 1": {"verify": "adaptive", "samples": 16, "round_size": 1},
     "adaptive K=32, rounds of 1": {"verify": "adaptive", "samples": 32, "round_size": 1},
+    "adaptive K=32, rounds of 2": {"verify": "adaptive", "samples": 32, "round_size": 2},
+    "adaptive K=32, rounds of 4": {"verify": "adaptive", "samples": 32, "round_size": 4},
+    "adaptive K=32, rounds of 1, confidence 0.9": {"verify": "adaptive", "samples": 32, "round_size": 1,
+                                                   "confidence": 0.9},
+    "adaptive K=32, rounds of 1, confidence 0.99": {"verify": "adaptive", "samples": 32, "round_size": 1,
+                                                    "confidence": 0.99},
     "adaptive K=32 free, rounds of 1": {"verify": "adaptive", "samples": 32, "free_samples": True, "round_size": 1},
 }
+
 
 class Recorder:
     """Wraps the Brancher: records every boundary's continuations (won, tokens) in the order drawn."""
