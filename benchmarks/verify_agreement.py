@@ -33,6 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from prover.config import load_config
+from prover.credit.verification import Tally, p_post_greater
 from prover.progress import Reporter
 from prover.seeding import derive_seed
 from prover.trainer import Trainer, task_seeds
@@ -58,13 +59,14 @@ class Recorder:
     """Wraps the Brancher: records every boundary's continuations (won, tokens) in the order drawn."""
 
     def __init__(self, brancher) -> None:
-        self.brancher, self.draws = brancher, {}
+        self.brancher, self.draws, self.tallies = brancher, {}, []
 
     def continue_from(self, requests, seed=0, **kwargs):
         results = self.brancher.continue_from(requests, seed=seed, **kwargs)
         for r, res in zip(requests, results):
             tokens = [sum(t.n_tokens for t in tr.turns[r.turn:]) for tr in res.trajectories]
             self.draws.setdefault((id(r.trajectory), r.turn), []).extend(zip(res.won.tolist(), tokens))
+            self.tallies.append(Tally(int(res.won.sum()), len(res.won)))  # before, after, before, ...
         return results
 
 
@@ -114,6 +116,7 @@ def measure(overrides: list[str], batches: int = 6, ref_k: int = 32, new_draws: 
     modes = ["same draws"] + (["new draws"] if new_draws else [])
     rows = {(m, name): [] for m in modes for name in rules}  # (accepted, delta) of every proposal, in order
     drawn, tokens, rollout_tokens = {key: 0.0 for key in rows}, {key: 0.0 for key in rows}, 0.0
+    sure: list[float] = []  # per proposal: P(V_post > V_pre) given the reference's K draws at each end
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(None, ["credit.name=prover", "judge.name=contrast", *overrides, f"run.dir={tmp}"])
         trainer = Trainer(cfg, reporter=Reporter(quiet=True))
@@ -132,12 +135,16 @@ def measure(overrides: list[str], batches: int = 6, ref_k: int = 32, new_draws: 
                     if name == ref_name:
                         trainer.brancher.take_counts()
                     rows[mode, name] += [(s.accepted, s.delta) for s in segs]
+                    if name == ref_name:  # the reference's own confidence in its decision, per proposal
+                        pairs = recorder.tallies[-2 * len(segs):] if segs else []
+                        sure += [p_post_greater(pre, post) for pre, post in zip(pairs[::2], pairs[1::2])]
                     drawn[mode, name] += n
                     tokens[mode, name] += t
             print(f"batch {b}/{batches}: {len(rows['same draws', ref_name])} verified proposals so far", flush=True)
         trainer.close()
     ref = rows["same draws", ref_name]
     n = len(ref)
+    decisive = [p > 0.95 or p < 0.05 for p in sure]  # the reference itself is 95% sure of its decision
     table = []
     for name in rules:
         for mode in (modes if name != ref_name else modes[:1]):
@@ -145,19 +152,25 @@ def measure(overrides: list[str], batches: int = 6, ref_k: int = 32, new_draws: 
             table.append({
                 "rule": name, "draws": mode, "settings": rules[name],
                 "agreement": float(np.mean([a == r for (a, _), (r, _) in zip(got, ref)])) if n else float("nan"),
+                "agreement_decisive": float(np.mean([a == r for (a, _), (r, _), d in zip(got, ref, decisive) if d]))
+                if any(decisive) else float("nan"),
                 "delta_error": float(np.mean([abs(d - rd) for (_, d), (_, rd) in zip(got, ref)])) if n else float("nan"),
                 "continuations_per_proposal": drawn[mode, name] / n if n else float("nan"),
                 "branch_over_rollout_tokens": tokens[mode, name] / rollout_tokens if rollout_tokens else float("nan")})
-    return {"proposals": n, "ref_k": ref_k, "batches": batches, "rollout_tokens": rollout_tokens,
+    return {"proposals": n, "decisive": int(sum(decisive)), "ref_k": ref_k, "batches": batches, "rollout_tokens": rollout_tokens,
             "overrides": overrides, "table": table}
 
 
 def markdown(result: dict) -> str:
-    lines = [f"{result['proposals']} proposals on {result['batches']} batches; reference: fixed K={result['ref_k']}.",
-             "", "| rule | draws | agrees with the reference | mean abs. Delta error | continuations per proposal "
-             "| branch / rollout tokens |", "|---|---|---|---|---|---|"]
+    lines = [f"{result['proposals']} proposals on {result['batches']} batches; reference: fixed K={result['ref_k']}. "
+             f"On {result['decisive']} of them the reference is itself at least 95% sure of its decision (the "
+             "Beta posteriors of its K draws at each end give P(V_post > V_pre) above 0.95 or below 0.05); the rest "
+             "are near-ties, whose K=32 decision a single draw can flip.",
+             "", "| rule | draws | agrees with the reference | on its sure decisions | mean abs. Delta error "
+             "| continuations per proposal | branch / rollout tokens |", "|---|---|---|---|---|---|---|"]
     for r in result["table"]:
-        lines.append(f"| {r['rule']} | {r['draws']} | {100 * r['agreement']:.1f}% | {r['delta_error']:.3f} "
+        lines.append(f"| {r['rule']} | {r['draws']} | {100 * r['agreement']:.1f}% "
+                     f"| {100 * r['agreement_decisive']:.1f}% | {r['delta_error']:.3f} "
                      f"| {r['continuations_per_proposal']:.1f} | {r['branch_over_rollout_tokens']:.3f} |")
     return "\n".join(lines)
 

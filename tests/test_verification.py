@@ -76,11 +76,22 @@ def test_it_never_draws_more_than_k_and_an_undecided_segment_ends_as_fixed_would
     assert verdict.settled_by == "K"
 
 
-def test_it_stops_after_one_round_when_both_values_are_saturated():
-    for outcome in (True, False):  # all won at both ends, or all failed at both ends
-        verdict, brancher = run({PRE: [outcome] * 8, POST: [outcome] * 8})
-        assert brancher.drawn == {PRE: 2, POST: 2} and verdict.rounds == 1
+def test_it_stops_once_half_of_k_is_drawn_when_both_values_are_saturated():
+    for outcome in (True, False):  # all won at both ends, or all failed at both ends: P stays 0.5
+        verdict, brancher = run({PRE: [outcome] * 8, POST: [outcome] * 8})  # rounds of 2, K = 8: 4 = K / 2
+        assert brancher.drawn == {PRE: 4, POST: 4} and verdict.rounds == 2
         assert (verdict.settled_by, verdict.accepted) == ("saturation", False)
+
+
+def test_one_failed_draw_at_each_end_does_not_count_as_saturated():
+    # rounds of 1: after round 1 both ends failed once (saturation would reject here); the after-end wins
+    # from then on. With r draws each (0 of r before, r - 1 of r after), V_post ~ Beta(r, 2), V_pre ~ Beta(1, r + 1)
+    # and P(V_post > V_pre) = 1 - E[(1 - V_post)^(r + 1)] = 1 - B(r, r + 3) / B(r, 2):
+    # r = 3: 1 - (1/168) / (1/12) = 13/14 = 0.929 (below 0.95); r = 4: 1 - (1/840) / (1/20) = 41/42 = 0.976.
+    # Curtailment never bites first (at r = 4 the before-end could still reach 4 of 8), so round 4 accepts.
+    verdict, brancher = run({PRE: [False] * 8, POST: [False] + [True] * 7}, round_size=1)
+    assert (verdict.rounds, verdict.settled_by, verdict.accepted) == (4, "confidence", True)
+    assert brancher.drawn == {PRE: 4, POST: 4}
 
 
 def test_decisions_worked_out_by_hand():

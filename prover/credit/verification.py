@@ -12,7 +12,9 @@ step in one Brancher call per round, and a segment stops as soon as its decision
    current leader, the K-sample means keep their order), or
 2. the posterior probability that V(s_{r+1}) > V(s_l) is above ``confidence`` (accept) or below
    1 - ``confidence`` (reject), with a uniform Beta(1, 1) prior on each value, or
-3. both boundaries are saturated: every sample so far won, or every one failed (after at least one round).
+3. both boundaries are saturated: every sample so far won, or every one failed, with at least half of K
+   drawn at each (``SATURATION_SHARE``): after one or two draws, "all failed" is too weak a sign, and on
+   scripted draws it ended segments that a later win would have accepted.
 
 A boundary never gets more than K samples; a segment that reaches K at both boundaries is decided by
 Delta > 0, as ``fixed`` decides it.
@@ -39,6 +41,7 @@ from prover.seeding import derive_seed
 from prover.types import Group
 
 
+SATURATION_SHARE = 0.5  # saturation needs this share of K drawn at each boundary
 TIE = 1e-9  # the sum in p_post_greater is exact up to rounding: a probability equal to the bound does not pass
 
 
@@ -124,7 +127,8 @@ def settle(pre: Tally, post: Tally, k: int, confidence: float) -> tuple[bool, st
         return True, "confidence"
     if p < 1.0 - confidence - TIE:
         return False, "confidence"
-    if pre.wins == post.wins == 0 or (pre.wins == pre.n and post.wins == post.n):
+    enough = min(pre.n, post.n) >= math.ceil(SATURATION_SHARE * k)
+    if enough and (pre.wins == post.wins == 0 or (pre.wins == pre.n and post.wins == post.n)):
         return False, "saturation"  # all failed or all won so far: no gain in sight
     return None
 
