@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,10 @@ SECTIONS = ("main", "verify", "overhead", "envs", "credit")
 def main_child(run_dir: str, out: str) -> None:
     """Run the main job in this process with clocks around its phases (``--main-child``)."""
     import prover.policy as policy
-    import prover.warmstart as warmstart
+    try:
+        import prover.policy.warmstart as warmstart
+    except ImportError:  # a revision from before the policy package
+        import prover.warmstart as warmstart
     from prover.config import load_config
     from prover.learner import Learner
     from prover.trainer import Trainer
@@ -63,9 +67,9 @@ def main_child(run_dir: str, out: str) -> None:
     warmstart.expert_rows = clocked("warm start: expert episodes", warmstart.expert_rows)
     Learner.sft = clocked("warm start: SFT", Learner.sft)
     Trainer.evaluate = clocked("held-out evaluations", Trainer.evaluate)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     summary = Trainer(load_config(None, [f"run.dir={run_dir}"])).train()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0  # CPU seconds barely move with load
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if r["phase"] == "train"]
     evals = [r["eval/success"] for r in rows if r["phase"] == "eval"]
@@ -74,7 +78,7 @@ def main_child(run_dir: str, out: str) -> None:
     clocks["other (imports, model loads, checkpoints)"] = wall - sum(clocks.values())
     ws = next(iter(sorted(Path(run_dir, "models").glob("warmstart-*"))), None)
     Path(out).write_text(json.dumps({
-        "wall_s": wall, "phases": clocks, "eval_before": evals[0], "eval_after": evals[-1],
+        "wall_s": wall, "cpu_s": cpu, "phases": clocks, "eval_before": evals[0], "eval_after": evals[-1],
         "rollout_tokens": sum(r["cost/rollout_tokens"] for r in train),
         "branch_tokens": sum(r.get("cost/branch_tokens", 0.0) for r in train),
         "steps": len(train), "warmstart_dir": str(ws) if ws else None, "summary_keys": sorted(summary)}))
@@ -82,7 +86,7 @@ def main_child(run_dir: str, out: str) -> None:
 
 def run_main(label: str, tree: Path, run_dir: Path) -> dict:
     out = run_dir.with_suffix(".json")
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}  # one core: see section_main
     print(f"[perf] main job ({label}, {tree}) ...", flush=True)
     subprocess.run([sys.executable, str(Path(__file__).resolve()), "--main-child", str(run_dir), str(out)],
                    cwd=tree, env=env, check=True)
@@ -90,19 +94,23 @@ def run_main(label: str, tree: Path, run_dir: Path) -> dict:
 
 
 def section_main(args: argparse.Namespace, keep: Path) -> dict:
-    runs = []
-    if args.before:
-        with tempfile.TemporaryDirectory() as tmp:
+    """The main job of this tree, and with ``--before`` of REV's at the same time (one core each, the same
+    load on both, so their wall-time ratio is fair on a shared machine)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    jobs = [(f"after ({head.stdout.strip()})", ROOT, keep / "main-run")]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.before:
             tree = Path(tmp) / "before"
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.before], cwd=ROOT, check=True,
                            capture_output=True)
-            try:
-                runs.append(run_main(f"before ({args.before})", tree, Path(tmp) / "run-before"))
-            finally:
+            jobs.insert(0, (f"before ({args.before})", tree, Path(tmp) / "run-before"))
+        try:
+            with ThreadPoolExecutor(len(jobs)) as pool:
+                runs = list(pool.map(lambda job: run_main(*job), jobs))
+        finally:
+            if args.before:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    runs.append(run_main(f"after ({head.stdout.strip()})", ROOT, keep / "main-run"))
-    return {"runs": runs}
+    return {"runs": runs, "concurrent": len(jobs) > 1}
 
 
 # -- verify and overhead: from the main job's warm-started policy --------------------------------------

@@ -37,10 +37,12 @@ def summary(r: dict) -> list[str]:
     if "main" in r:
         runs = r["main"]["runs"]
         for run in runs:
-            lines.append(f"| main job wall time, {run['label']} | {run['wall_s']:.0f} s (held-out success "
-                         f"{run['eval_before']:.3f} -> {run['eval_after']:.3f}) |")
+            lines.append(f"| main job, {run['label']}: wall time; CPU time (one thread) | {run['wall_s']:.0f} s; "
+                         f"{run['cpu_s']:.0f} s (held-out success {run['eval_before']:.3f} -> "
+                         f"{run['eval_after']:.3f}) |")
         if len(runs) > 1:
-            lines.append(f"| main job: after / before | {runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x |")
+            lines.append(f"| main job, after / before: wall time; CPU time | {runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x; "
+                         f"{runs[-1]['cpu_s'] / runs[0]['cpu_s']:.2f}x |")
         last = runs[-1]
         ratio = (last["rollout_tokens"] + last["branch_tokens"]) / last["rollout_tokens"]
         lines.append(f"| main job (default: ProVer, its default verify rule): (rollout + branch) / rollout tokens "
@@ -77,6 +79,7 @@ def section_main(res: dict) -> list[str]:
             cells += [f"{s:.1f}", f"{s / r['wall_s']:.1%}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **total** | " + " | ".join(f"**{r['wall_s']:.0f}** | 100%" for r in runs) + " |")
+    lines.append("| CPU seconds (one thread) | " + " | ".join(f"{r['cpu_s']:.0f} | " for r in runs) + " |")
     lines.append("| held-out success, warm start -> after RL | " + " | ".join(
         f"{r['eval_before']:.3f} -> {r['eval_after']:.3f} | " for r in runs) + " |")
     return lines
