@@ -92,7 +92,7 @@ def main() -> None:
         print(f"| {name} | {ms:.1f} | {ms / n_turns * 1000:.1f} |")
 
     from prover.engines.hf import HFEngine
-    from prover.engines.tiny import build_tiny_policy
+    from prover.policy.tiny import build_tiny_policy
     from prover.rollout import Rollout
     from prover.types import SamplingParams
 

@@ -24,6 +24,12 @@ def __getattr__(name: str) -> Any:  # lazy: the trainer pulls in torch
     if name == "make_credit":
         from prover.credit import make_credit
         return make_credit
+    if name == "make_judge":
+        from prover.judges import make_judge
+        return make_judge
+    if name == "make_engine":
+        from prover.engines import make_engine
+        return make_engine
     raise AttributeError(f"module 'prover' has no attribute {name!r}")
 
 

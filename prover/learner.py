@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig
-from prover.engines.hf import completion_logits, gather_logprobs, load_model, load_tokenizer
+from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
 from prover.types import Advantages, Batch
 
 

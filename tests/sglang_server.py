@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 that speaks the part of SGLang's native API prover uses.
 
-It is backed by a real (tiny) Qwen3 model loaded with ``prover.engines.hf.load_model``, so token ids
+It is backed by a real (tiny) Qwen3 model loaded with ``prover.modeling.load_model``, so token ids
 and log-probs are genuine, and it follows SGLang's rules field by field where prover depends on them:
 
 - ``POST /generate``: batched ``input_ids`` with one ``sampling_params`` dict per prompt (unknown keys
@@ -83,7 +83,7 @@ class BadRequest(Exception):
 
 class SGLangTestServer:
     def __init__(self, model_dir: str, port: int = 0) -> None:
-        from prover.engines.hf import load_model, load_tokenizer
+        from prover.modeling import load_model, load_tokenizer
 
         self.model_path = str(model_dir)
         with LOAD_LOCK:
@@ -279,7 +279,7 @@ class SGLangTestServer:
         self.cache = TokenTrie()
 
     def _from_disk(self, h: Any, body: dict) -> tuple[int, Any]:
-        from prover.engines.hf import load_model
+        from prover.modeling import load_model
 
         if self.faults.fail_sync:
             return 400, {"success": False, "message": "Failed to update weights: scripted failure",

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from openai_server import ScriptedServer, text_reply
+from prover.chat import LiteLLMSettings
 from prover.credit.base import CreditContext
 from prover.credit.criticsearch import CriticSearch, CriticSearchConfig
-from prover.judges.chat import LiteLLMSettings
 
 # priced by hand: the scripted server reports 100 prompt and 10 completion tokens per reply
 PRICE = {"input_cost_per_token": 0.001, "output_cost_per_token": 0.002}  # 100 * 0.001 + 10 * 0.002 = 0.12

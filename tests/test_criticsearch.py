@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from openai_server import ScriptedServer, status, text_reply
+from prover.chat import LiteLLMSettings
 from prover.config import load_config
 from prover.credit.base import CreditContext
 from prover.credit.criticsearch import CriticSearch, CriticSearchConfig, critic_prompt, read_labels, turn_credit
 from prover.credit.grpo import GRPO
-from prover.judges.chat import LiteLLMSettings
 
 
 @pytest.fixture

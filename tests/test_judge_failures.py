@@ -15,12 +15,12 @@ import pytest
 
 from openai_server import ScriptedServer, slow, status, text_reply, tool_reply
 from prover.branching import BranchResult
+from prover.chat import ReplyCache
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer
 from prover.errors import JudgeError
 from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
-from prover.judges.chat import ReplyCache
 from prover.judges.health import FailureWatch
 from prover.judges.tools import turn_text
 from prover.progress import judge_warning

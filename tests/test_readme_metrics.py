@@ -19,10 +19,10 @@ import pytest
 
 import prover.credit  # noqa: F401  (registers the built-ins)
 from prover.branching import BranchResult
+from prover.chat import ChatModel, ChatReply
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.judges.base import Judge
-from prover.judges.chat import ChatModel, ChatReply
 from prover.registry import CREDIT
 from prover.types import JudgeResult, JudgeUsage, Proposal, Segment, Trajectory
 

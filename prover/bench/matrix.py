@@ -117,7 +117,7 @@ def _local_gap(section: dict, where: str) -> str | None:
     path = section.get("model_path")
     if not path:
         return f"{where}.model_path is not set"
-    from prover.judges.local_chat import expand_path
+    from prover.chat import expand_path
 
     return None if Path(expand_path(path)).is_dir() else f"{where}.model_path {path!r} is not a folder"
 

@@ -43,12 +43,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from prover.chat import (ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, LocalChat, LocalSettings, ask,
+                         assistant_message, count_reply, find_json_object, render_trajectory)
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
-from prover.judges.agentic import count_reply, find_json_object
-from prover.judges.chat import ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, ask, assistant_message
-from prover.judges.local_chat import LocalSettings
-from prover.judges.tools import render_trajectory
 from prover.registry import CREDIT
 from prover.types import Advantages, Batch, Group, JudgeUsage, Trajectory
 
@@ -160,8 +158,6 @@ class CriticSearch(CreditAssigner):
             if c.backend == "litellm":
                 self._critic = LiteLLMChat(c.litellm)
             else:
-                from prover.judges.local_chat import LocalChat
-
                 self._critic = LocalChat(c.local)
         return self._critic
 

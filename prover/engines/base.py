@@ -12,24 +12,75 @@ ids with their log-probs back; nothing is re-tokenized. After each learner updat
     Make the engine's policy equal to ``learner.model``.
 ``tokenizer``
     The policy's tokenizer (a ``transformers`` tokenizer with a chat template).
+
+The run builds an engine as ``Engine(model_path, dtype=model.dtype, **engine.kwargs)``. What every
+engine has from this base: ``validate_kwargs`` (``engine.kwargs`` checked when the config loads),
+``take_counts`` (no counts) and ``close`` (nothing to release).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from prover.types import Generation, SamplingParams
 
 
-@runtime_checkable
-class Engine(Protocol):
+class Engine:
+    """Base class. Subclasses implement ``generate``, ``logprobs`` and ``update_weights``, set
+    ``tokenizer``, and may set ``Config`` (the pydantic model of their ``engine.kwargs``)."""
+
     tokenizer: Any
+    name: ClassVar[str] = ""  # how config errors name the engine; the class name when empty
+    # None: ``engine.kwargs`` are checked against the constructor's keyword arguments (less RUN_ARGS)
+    Config: ClassVar[type[BaseModel] | None] = None
+    # set by the run from model.path / model.dtype, never through engine.kwargs
+    RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.dtype"}
+
+    @classmethod
+    def validate_kwargs(cls, kwargs: dict[str, Any]) -> Any:
+        """``engine.kwargs`` checked when the config loads, so a typo is one ConfigError naming the field,
+        not a TypeError after the warm start; returns the parsed settings."""
+        from prover.config import parse_plugin_config
+        from prover.errors import ConfigError
+
+        for key, where in cls.RUN_ARGS.items():
+            if key in kwargs:
+                raise ConfigError(f"engine.kwargs.{key} is set by the run; use {where} instead")
+        model = cls.Config if cls.Config is not None else kwargs_model(cls)
+        return parse_plugin_config(model, dict(kwargs), "engine.kwargs", cls.name or cls.__name__)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
-                 seed: int | None = None) -> list[Generation]: ...
+                 seed: int | None = None) -> list[Generation]:
+        raise NotImplementedError
 
-    def logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list[np.ndarray]: ...
+    def logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list[np.ndarray]:
+        raise NotImplementedError
 
-    def update_weights(self, learner: Any) -> None: ...
+    def update_weights(self, learner: Any) -> None:
+        raise NotImplementedError
+
+    def take_counts(self) -> dict[str, float]:
+        """Counts since the last call (the trainer logs them per phase: ``cost/engine_x`` becomes
+        ``cost/rollout_engine_x``); none by default."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the engine holds (servers, threads, process groups) when the run ends."""
+
+
+def kwargs_model(engine_cls: type[Engine]) -> type[BaseModel]:
+    """A pydantic model of the constructor's keyword arguments (less the run's own), built from its
+    signature so the check can never drift from what the constructor takes."""
+    import inspect
+    import typing
+
+    from pydantic import ConfigDict, create_model
+
+    hints = typing.get_type_hints(engine_cls.__init__)
+    fields = {name: (hints.get(name, Any), p.default)
+              for name, p in inspect.signature(engine_cls.__init__).parameters.items()
+              if name != "self" and name not in engine_cls.RUN_ARGS and p.default is not p.empty}
+    return create_model(f"{engine_cls.__name__}Kwargs", __config__=ConfigDict(extra="forbid"), **fields)

@@ -36,10 +36,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.distributed import process_rank, world_size
-from prover.engines.hf import load_tokenizer, stop_ids
+from prover.engines.base import Engine
 from prover.engines.sglang_http import ServerClient, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
 from prover.errors import EngineError
+from prover.modeling import load_tokenizer, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 
@@ -202,9 +203,10 @@ class PrefixRouter:
         return out
 
 
-class SGLangEngine:
+class SGLangEngine(Engine):
     """Engine over SGLang servers; ``engine.kwargs`` are ``SGLangSettings``."""
 
+    name = "sglang"
     Config = SGLangSettings
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", **kwargs: Any) -> None:
@@ -225,14 +227,6 @@ class SGLangEngine:
         together([lambda s=s: s.get("/health", health_s, expect_json=False) for s in self.servers])
         if cfg.load_on_start and self.rank == 0:
             self.syncer.load_folder(model_path)
-
-    @classmethod
-    def validate_kwargs(cls, kwargs: dict[str, Any]) -> SGLangSettings:
-        """The settings, or a one-line ConfigError naming the bad or unknown ``engine.kwargs`` field."""
-        from prover.config import parse_plugin_config
-
-        settings: Any = parse_plugin_config(SGLangSettings, dict(kwargs), "engine.kwargs", "sglang")
-        return settings
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], params: SamplingParams,

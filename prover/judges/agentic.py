@@ -14,8 +14,8 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
 
 ``mode: answer-only`` skips step 1's tools: the model is asked for the JSON object outright, for models
 whose chat template has no tool support (SmolLM2). Structured output (``structured: true`` on the chat
-settings, see ``chat.py``) applies wherever the model may only answer (answer-only, or agentic once only
-``submit_segment`` is left): the reply is then decoded under ``answer_schema``, a JSON object whose
+settings, see ``prover/chat/``) applies wherever the model may only answer (answer-only, or agentic once
+only ``submit_segment`` is left): the reply is then decoded under ``answer_schema``, a JSON object whose
 ``traj_id`` is the success's, whose (start_turn, end_turn) is a segment that passes validation, and whose
 rationale is printable ASCII short enough for the whole object to fit in the model's reply budget, so it
 always parses and can always be verified. Every reply is kept, cut to ``max_reply_chars``, in
@@ -28,20 +28,18 @@ pool of ``concurrency`` workers.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prover.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, LocalChat, LocalSettings,
+                         ToolCall, ask, assistant_message, count_reply, cut_text, find_json_object,
+                         render_trajectory, require_xgrammar, tool_message)
 from prover.errors import ConfigError
 from prover.judges.base import Judge, JudgeSettings, validate_segment
-from prover.judges.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, ToolCall, ask,
-                                assistant_message, tool_message)
-from prover.judges.local_chat import LocalSettings
-from prover.judges.tools import (MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, cut_text, parse_arguments,
-                                 preview, render_trajectory, run_tool)
+from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, run_tool
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SYSTEM_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
@@ -156,19 +154,6 @@ def reply_record(reply: ChatReply, max_chars: int) -> str:
     return cut_text((reply.text + calls).strip(), max_chars)
 
 
-def find_json_object(text: str, key: str = "traj_id") -> dict | None:
-    """The first JSON object in ``text`` that has ``key`` (code fences and prose around it allowed)."""
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and key in obj:
-            return obj
-    return None
-
-
 class Unreadable(str):
     """Why an answer could not even be read (no JSON, broken JSON): counted as an error, then repaired."""
 
@@ -228,18 +213,6 @@ def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | Non
     problem = validate_segment(request, segment)
     # the rationale is kept in groups.jsonl and shown by `prover view`: a runaway one is cut
     return Proposal(segment, cut_text(answer.rationale, rationale_chars)) if problem is None else problem
-
-
-def count_reply(usage: JudgeUsage, reply: ChatReply) -> None:
-    """Add what one reply cost to ``usage``: a cached reply costs nothing now and counts apart, with what
-    it cost when first paid (``cached_dollars``), so that ``calls`` and ``dollars`` are what was paid."""
-    usage.calls += 0 if reply.cached else 1
-    usage.retries += max(0, reply.attempts - 1)  # a cached reply has 0 attempts
-    usage.cached_calls += int(reply.cached)
-    usage.cached_dollars += reply.cached_dollars
-    usage.prompt_tokens += reply.prompt_tokens
-    usage.completion_tokens += reply.completion_tokens
-    usage.dollars += reply.dollars
 
 
 class AgenticJudge(Judge):
@@ -362,17 +335,13 @@ class LocalJudge(AgenticJudge):
     Config = LocalJudgeConfig
 
     def make_chat(self) -> ChatModel:
-        from prover.judges.local_chat import LocalChat
-
         return LocalChat(self.config)
 
     def check_ready(self) -> None:  # the folder, without loading the model (that waits for the first request)
-        from prover.engines.hf import check_model_dir
+        from prover.modeling import check_model_dir
 
         if not self.config.model_path:
             raise ConfigError("judge.model_path is not set: give the local Hugging Face checkpoint folder")
         check_model_dir(self.config.model_path)
         if self.config.structured:
-            from prover.judges.local_chat import require_xgrammar
-
             require_xgrammar()

@@ -77,7 +77,7 @@ def load_gguf(gguf: Path) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prover.engines.hf import quiet_transformers
+    from prover.modeling import quiet_transformers
 
     quiet_transformers()
     if not gguf.is_file():

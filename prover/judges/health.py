@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prover.chat import cut_text, redact_keys
 from prover.errors import JudgeError
-from prover.judges.chat import redact_keys
-from prover.judges.tools import cut_text
 from prover.types import JudgeResult, JudgeUsage
 
 REASON_CHARS = 500  # what a saved group keeps of why its judge gave no proposal

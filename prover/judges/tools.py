@@ -1,9 +1,9 @@
 """The tools every judge shares, as plain functions over a rollout group, and their OpenAI schemas.
 
-An LLM judge reads the successful trajectory in full (``render_trajectory``), compact previews of the
-failed ones (``preview``), and may call ``search_trajectory(query, top_k)`` (a fuzzy search over the
-failed runs' turns) and ``get_segment(traj_id, start_turn, end_turn)`` (the text of some turns) before
-it answers with ``submit_segment``. Arguments written by a model are checked strictly: a bad id, range
+An LLM judge reads the successful trajectory in full (``prover.chat.render_trajectory``), compact
+previews of the failed ones (``preview``), and may call ``search_trajectory(query, top_k)`` (a fuzzy
+search over the failed runs' turns) and ``get_segment(traj_id, start_turn, end_turn)`` (the text of
+some turns) before it answers with ``submit_segment``. Arguments written by a model are checked strictly: a bad id, range
 or type comes back as a one-line ``error: ...`` string the model can act on, never as an exception.
 """
 
@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from prover.chat.render import clip_line, cut_text
 from prover.types import Group, Trajectory, Turn
 
 MAX_TOP_K = 20
@@ -35,34 +36,9 @@ class SearchHit:
     score: float
 
 
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: max(0, n - 3)] + "..."
-
-
-def cut_text(text: str, max_chars: int) -> str:
-    """``text`` kept to its first ``max_chars`` characters, saying how much was cut when it was."""
-    if len(text) <= max_chars:
-        return text
-    return f"{text[:max_chars]}... [cut: {len(text) - max_chars:,} more characters]"
-
-
 def turn_text(turn: Turn) -> str:
     """What a turn said: the observation the agent saw, then the action it took."""
     return f"observation: {turn.observation}\naction: {turn.action}"
-
-
-def _turn_line(t: int, turn: Turn, obs_chars: int) -> str:
-    flag = "" if turn.format_valid and turn.action_valid else "  [invalid action]"
-    return f"[turn {t}] observation: {_clip(turn.observation, obs_chars)}\n         action: {turn.action}{flag}"
-
-
-def render_trajectory(traj: Trajectory, obs_chars: int = 600) -> str:
-    """The whole trajectory with turn numbers, its task and outcome (the judge's main input)."""
-    outcome = "succeeded" if traj.won else ("failed (turn cap)" if traj.truncated else "failed")
-    lines = [f"trajectory {traj.traj_id!r} ({len(traj.turns)} turns, {outcome}, return {traj.env_return:g})"]
-    lines += [_turn_line(t, turn, obs_chars) for t, turn in enumerate(traj.turns)]
-    return "\n".join(lines)
 
 
 def preview(traj: Trajectory, max_chars: int = 400) -> str:
@@ -76,9 +52,9 @@ def preview(traj: Trajectory, max_chars: int = 400) -> str:
             runs.append([a, 1])
     actions = [a if k == 1 else f"{a} x{k}" for a, k in runs]
     outcome = "turn cap" if traj.truncated else "failed"
-    last = _clip(traj.turns[-1].observation, 120) if traj.turns else ""
+    last = clip_line(traj.turns[-1].observation, 120) if traj.turns else ""
     body = f"{traj.traj_id!r} ({len(traj.turns)} turns, {outcome}): " + " | ".join(actions)
-    return _clip(body, max_chars - len(last) - 16) + (f" || last seen: {last}" if last else "")
+    return clip_line(body, max_chars - len(last) - 16) + (f" || last seen: {last}" if last else "")
 
 
 def _words(text: str) -> list[str]:

@@ -15,7 +15,7 @@ from test_searchr1 import RetrievalServer, write_jsonl
 
 from prover.config import RewardConfig, load_config
 from prover.credit.base import turn_scores
-from prover.engines.tiny import train_tokenizer
+from prover.policy.tiny import train_tokenizer
 from prover.envs import make_env
 from prover.rollout import Rollout
 from prover.types import Generation, SamplingParams

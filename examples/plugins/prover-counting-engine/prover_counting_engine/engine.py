@@ -1,11 +1,12 @@
 """counting-hf: the built-in ``hf`` engine behind the engine contract, counting what it is asked to do.
 
-An engine is a class with ``tokenizer``, ``generate``, ``logprobs`` and ``update_weights`` (the Protocol in
-prover/engines/base.py). The run builds it as ``Engine(model_path, dtype=model.dtype, **engine.kwargs)``.
-Two optional hooks are used here: ``validate_kwargs`` (a classmethod, called when the config loads, so a
-typo in engine.kwargs fails before any work) and ``take_counts`` (called after each phase; its metrics are
-logged per phase: ``cost/engine_requests`` becomes ``cost/rollout_engine_requests`` and
-``cost/branch_engine_requests``). A third, ``close``, is called when the run ends.
+An engine is a subclass of ``prover.engines.Engine`` (prover/engines/base.py) that sets ``tokenizer`` and
+implements ``generate``, ``logprobs`` and ``update_weights``. The run builds it as
+``Engine(model_path, dtype=model.dtype, **engine.kwargs)``. Two parts of the base are used here: ``Config``
+(the model of ``engine.kwargs``, checked when the config loads, so a typo fails before any work) and
+``take_counts`` (called after each phase; its metrics are logged per phase: ``cost/engine_requests``
+becomes ``cost/rollout_engine_requests`` and ``cost/branch_engine_requests``). A third, ``close``, is
+called when the run ends; the base's does nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from prover.config import parse_plugin_config
+from prover.engines import Engine
 from prover.engines.hf import HFEngine
 from prover.types import Generation, SamplingParams
 
@@ -28,17 +29,16 @@ class CountingKwargs(BaseModel):
     batch_size: int = Field(64, ge=1, description="Prompts per generate call of the wrapped hf engine.")
 
 
-class CountingEngine:
+class CountingEngine(Engine):
     """The hf engine (transformers, CPU or one GPU), counting requests, prompt tokens and generated tokens."""
+
+    name = "counting-hf"
+    Config = CountingKwargs
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", batch_size: int = 64) -> None:
         self.inner = HFEngine(model_path, dtype=dtype, batch_size=batch_size)
         self.tokenizer = self.inner.tokenizer  # the rollout builds prompts with it
         self.counts = {"requests": 0, "prompt_tokens": 0, "generated_tokens": 0}
-
-    @classmethod
-    def validate_kwargs(cls, kwargs: dict[str, Any]) -> CountingKwargs:
-        return parse_plugin_config(CountingKwargs, dict(kwargs), "engine.kwargs", "counting-hf")
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  seed: int | None = None) -> list[Generation]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from prover.engines.tiny import build_tiny_policy
 from prover.envs import make_env
 from prover.errors import ConfigError
+from prover.policy.tiny import build_tiny_policy
 from prover.registry import ENGINES
 from prover.types import SamplingParams
 

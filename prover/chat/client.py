@@ -1,13 +1,5 @@
-"""One small chat interface for every LLM the framework asks (judges, critics), and its LiteLLM client.
-
-``ChatModel.chat(messages, tools, schema) -> ChatReply``: OpenAI-shaped messages and tool schemas in; the
-reply text, its tool calls and what it cost out. ``schema`` is the JSON schema the caller's answer has
-(a judge's final answer, a critic's labels): a model whose ``structured`` is true decodes the reply as
-one JSON object under it (and is then offered no tools); callers pass it only to such a model (``ask``)
-and parse the text either way. A request that fails for good raises ``ChatError`` (one line, no secret
-in it); callers count it and carry on. Two implementations: ``LiteLLMChat`` here (any
-LiteLLM model, or ``openai/<name>`` plus ``api_base`` for a local OpenAI-compatible server such as
-SGLang or vLLM) and ``LocalChat`` in ``local_chat.py`` (a Hugging Face folder, no server).
+"""``LiteLLMChat``: the chat interface on any LiteLLM model, or on ``openai/<name>`` plus ``api_base`` for a
+local OpenAI-compatible server such as SGLang or vLLM; ``LiteLLMSettings`` says how to reach it.
 
 API keys are read from the environment variable that ``api_key_env`` names, when the client is built;
 the key itself never enters a config, a cache key, a cache file, a log line or a repr.
@@ -15,137 +7,24 @@ the key itself never enters a config, a cache key, a cache file, a log line or a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import random
 import re
-import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from prover.errors import ConfigError, ProverError
+from prover.chat.base import ChatError, ChatModel, ChatReply, ToolCall
+from prover.chat.cache import ReplyCache
+from prover.errors import ConfigError
 
-log = logging.getLogger("prover.judges")
+log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
 RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",
                    "max_retries"}
-
-
-class ChatError(ProverError):
-    """A chat request failed for good: timeout, refused, server error after retries, unreadable reply.
-
-    ``kind`` names the failure for metrics (``judge/errors/<kind>``): "timeout", "connection",
-    "http_<status>" for a 4xx, "http_5xx", "empty" (a reply without a message) or "other";
-    ``attempts`` counts the requests sent, retries included."""
-
-    def __init__(self, message: str, kind: str = "other", attempts: int = 1) -> None:
-        super().__init__(message)
-        self.kind, self.attempts = kind, attempts
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # the JSON text the model wrote, unparsed (it may be malformed)
-
-
-@dataclass
-class ChatReply:
-    text: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    dollars: float = 0.0  # 0 for free or unpriced (local) models, and for a reply served from the cache
-    cached: bool = False  # served from the response cache: nothing was spent
-    cached_dollars: float = 0.0  # a cached reply's dollars when it was first paid (0 when not cached)
-    attempts: int = 1  # requests sent for this reply, retries included
-
-
-def assistant_message(reply: ChatReply) -> dict:
-    """The reply as an OpenAI assistant message, to append to the conversation."""
-    msg: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reply.tool_calls:
-        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                             for c in reply.tool_calls]
-    return msg
-
-
-def tool_message(call_id: str, content: str) -> dict:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def ask(chat: "ChatModel", messages: list[dict], tools: list[dict] | None = None,
-        schema: dict | None = None) -> ChatReply:
-    """``chat.chat``, handing ``schema`` only to a structured model: a ChatModel written before schemas
-    existed (a plugin's, a test's) takes no such argument and is asked as before."""
-    if schema is not None and getattr(chat, "structured", False):
-        return chat.chat(messages, tools, schema=schema)
-    return chat.chat(messages, tools) if tools else chat.chat(messages)
-
-
-class ChatModel:
-    """Base class: ``chat`` answers one request; ``close`` releases what the model holds."""
-
-    name: str = "chat"
-    structured: bool = False  # honours ``schema``: the reply is one JSON object under it
-    max_reply_tokens: int | None = None  # the most tokens of one reply, when known (a schema can fit in it)
-
-    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
-        raise NotImplementedError
-
-    def check_ready(self) -> None:
-        """Raise a one-line ProverError if the model cannot answer (no key); nothing to check by default."""
-
-    def close(self) -> None:
-        """Nothing to release by default."""
-
-
-class ReplyCache:
-    """Replies by request key: in memory, and as one JSON file per key under ``directory`` if given. A
-    stored reply keeps its tokens and dollars, so that a hit can say what it cost when it was paid."""
-
-    def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory) if directory else None
-        self._memory: dict[str, ChatReply] = {}
-        self._lock = threading.Lock()
-        if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-
-    @staticmethod
-    def key(payload: dict) -> str:
-        """sha256 of the request's canonical JSON (objects that are not JSON, e.g. exceptions, by repr)."""
-        text = json.dumps(payload, sort_keys=True, default=repr, ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def get(self, key: str) -> ChatReply | None:
-        with self._lock:
-            if key in self._memory:
-                return self._memory[key]
-        if self.directory is None or not (self.directory / f"{key}.json").is_file():
-            return None
-        try:
-            raw = json.loads((self.directory / f"{key}.json").read_text())
-            reply = ChatReply(**{**raw, "tool_calls": [ToolCall(**c) for c in raw.get("tool_calls", [])]})
-        except (OSError, ValueError, TypeError):  # a torn or foreign file is a miss, not a crash
-            return None
-        with self._lock:
-            self._memory[key] = reply
-        return reply
-
-    def put(self, key: str, reply: ChatReply) -> None:
-        with self._lock:
-            self._memory[key] = reply
-        if self.directory is not None:
-            tmp = self.directory / f".{key}.{threading.get_ident()}.tmp"
-            tmp.write_text(json.dumps(asdict(reply)))
-            os.replace(tmp, self.directory / f"{key}.json")  # atomic: readers never see half a file
 
 
 class LiteLLMSettings(BaseModel):

@@ -4,7 +4,7 @@ Generation goes through prover's ``hf`` engine (transformers). Tools reach the m
 template's own tools support when it has one (Qwen's templates render them and expect answers as
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``); for a template without it (the tiny
 test model's) the same instructions and tags are written into the messages as plain text. Tool calls
-are parsed back out of the generated text in that format. Dollars are always 0.
+are parsed back out of the generated text in that format (``parsing.py``). Dollars are always 0.
 
 Structured output (``structured: true``, needs ``xgrammar``: ``pip install -e '.[smollm2]'``): when the
 caller passes a JSON schema to ``chat``, decoding runs under xgrammar's transformers logits processor,
@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from prover.chat.base import ChatError, ChatModel, ChatReply
+from prover.chat.parsing import THINK, parse_tool_calls
 from prover.errors import ConfigError
-from prover.judges.chat import ChatError, ChatModel, ChatReply, ToolCall
 
-TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", flags=re.DOTALL)
-THINK = re.compile(r"<think>.*?(?:</think>|$)", flags=re.DOTALL)
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
 GRAMMAR_CACHE = 64  # compiled grammars kept per model: a judge's schema differs by request (turn bounds)
 
@@ -58,30 +56,6 @@ class LocalSettings(BaseModel):
 def expand_path(value: str) -> str:
     """A local path as a shell reads it: ``~`` and ``$HOME`` expanded (YAML files do not do it)."""
     return os.path.expandvars(os.path.expanduser(value)) if value else value
-
-
-def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
-    """Split generated text into its prose and its ``<tool_call>{json}</tool_call>`` blocks.
-
-    A block whose JSON does not parse still becomes a call (its raw text as the arguments), so the
-    loop answers it with a tool error instead of silently ignoring what the model tried to do.
-    """
-    calls = []
-    for k, m in enumerate(TOOL_CALL.finditer(text)):
-        body = m.group(1).strip()
-        try:
-            obj = json.loads(body)
-        except json.JSONDecodeError:
-            name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
-            calls.append(ToolCall(f"call_{k}", name.group(1) if name else "", body))
-            continue
-        if not isinstance(obj, dict):
-            calls.append(ToolCall(f"call_{k}", "", body))
-            continue
-        args = obj.get("arguments", obj.get("parameters", {}))
-        calls.append(ToolCall(f"call_{k}", str(obj.get("name", "")),
-                              args if isinstance(args, str) else json.dumps(args)))
-    return TOOL_CALL.sub("", text).strip(), calls
 
 
 def tools_as_text(tools: list[dict]) -> str:
@@ -136,7 +110,8 @@ class LocalChat(ChatModel):
     """One model in this process; requests are served one at a time (a lock), greedy by default."""
 
     def __init__(self, settings: LocalSettings) -> None:
-        from prover.engines.hf import HFEngine, check_model_dir
+        from prover.engines.hf import HFEngine
+        from prover.modeling import check_model_dir
 
         if not settings.model_path:
             raise ConfigError("model_path is not set: give the local Hugging Face checkpoint folder of the model")
@@ -180,7 +155,8 @@ class LocalChat(ChatModel):
             if self._compiler is None:
                 # the model's vocab may be padded past the tokenizer's; the grammar's stop tokens are the
                 # engine's, so a finished JSON object ends the reply exactly where generation stops
-                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.engine.model.config.vocab_size,
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer,
+                                                          vocab_size=self.engine.model.config.vocab_size,
                                                           stop_token_ids=self.engine.stop_ids)
                 self._compiler = xgr.GrammarCompiler(info)
             # no free whitespace between tokens: a weak model could otherwise pad the object forever; the

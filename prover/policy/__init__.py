@@ -1,4 +1,5 @@
-"""The starting policy of a run: a given checkpoint folder, or the tiny model, then the warm start.
+"""The starting policy of a run: a given checkpoint folder, or the tiny model (``tiny``), then the warm
+start (``warmstart``).
 
 Both products are folders under ``<run.dir>/models``, named by a hash of every setting that shapes
 them, written atomically and reused when present: a resumed or repeated run does not redo them, and a
@@ -17,9 +18,9 @@ from typing import Callable
 
 from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size
-from prover.engines.hf import check_model_dir
 from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
+from prover.modeling import check_model_dir
 from prover.progress import Reporter
 from prover.run import RunDir
 
@@ -90,7 +91,7 @@ def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
 def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
     if cfg.model.path != "tiny":
         return check_model_dir(cfg.model.path)
-    from prover.engines.tiny import build_tiny_policy
+    from prover.policy.tiny import build_tiny_policy
 
     t = cfg.model.tiny
     key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
@@ -104,7 +105,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
                report: Reporter) -> dict[str, float]:
     """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
     from prover.learner import Learner
-    from prover.warmstart import expert_rows
+    from prover.policy.warmstart import expert_rows
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),

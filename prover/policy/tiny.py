@@ -79,7 +79,7 @@ def build_tiny_policy(make_env: Callable[[], TextEnv], out_dir: str | Path, *, v
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from prover.engines.hf import quiet_transformers
+    from prover.modeling import quiet_transformers
 
     quiet_transformers()
     out = Path(out_dir)

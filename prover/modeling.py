@@ -1,0 +1,125 @@
+"""Torch-side helpers every room that touches a policy folder shares: loading a model and its tokenizer,
+the tokens that end a completion, and the log-probs of completions given prompts (``completion_logits``
+and ``gather_logprobs``), which the learner trains through and the ``hf`` engine samples with.
+
+torch and transformers are imported inside the functions that need them, so a room that only reads a
+tokenizer or checks a folder (the ``sglang`` engine, the config) does not load torch by importing this.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prover.errors import CheckpointError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def quiet_transformers() -> None:
+    """Keep per-file load/save progress bars and info logs out of the run's one-line-per-step output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _dtypes() -> dict[str, torch.dtype]:
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def __getattr__(name: str) -> Any:
+    """``DTYPES`` (model.dtype name -> torch dtype) is built when first asked for, since it needs torch."""
+    if name == "DTYPES":
+        return _dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_model_dir(path: str | Path) -> Path:
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CheckpointError(f"model folder {str(p)!r} is a file; give the folder that holds config.json and "
+                              "the weights")
+    if not p.is_dir():
+        raise CheckpointError(f"model folder {str(p)!r} does not exist (give a local Hugging Face checkpoint "
+                              "folder, or model.path=tiny)")
+    if not (p / "config.json").is_file():
+        raise CheckpointError(f"model folder {str(p)!r} has no config.json; it is not a Hugging Face checkpoint")
+    return p
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    from transformers import AutoTokenizer
+
+    p = check_model_dir(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p))
+    except Exception as exc:  # a broken tokenizer file is the user's folder, not our bug
+        raise CheckpointError(f"could not load the tokenizer in {str(p)!r}: {exc}") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu") -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    quiet_transformers()
+    p = check_model_dir(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=_dtypes()[dtype])
+    except Exception as exc:
+        raise CheckpointError(f"could not load the model in {str(p)!r}: {exc}") from None
+    return model.to(device)
+
+
+def stop_ids(tokenizer: Any) -> list[int]:
+    """Token ids that end a completion: eos, plus the chat template's end-of-turn token if any."""
+    ids = {tokenizer.eos_token_id}
+    for tok in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid >= 0:
+            ids.add(tid)
+    return sorted(i for i in ids if i is not None)
+
+
+def completion_logits(model: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
+                      pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits that predict each completion token.
+
+    Rows are left-padded so every completion ends at the last position; only the last
+    ``C + 1`` positions go through the LM head (``C`` = longest completion), which keeps memory low on
+    large vocabularies.
+
+    Returns logits (B, C, V), targets (B, C) and mask (B, C); row i's completion sits in the last
+    ``len(completions[i])`` columns.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    seqs = [p + c for p, c in zip(prompts, completions)]
+    length = max(len(s) for s in seqs)
+    c_max = max(len(c) for c in completions)
+    ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), length), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, length - len(s):] = torch.tensor(s, dtype=torch.long)
+        attn[i, length - len(s):] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
+                logits_to_keep=c_max + 1, use_cache=False)
+    logits = out.logits[:, :-1].float()  # (B, C, V): column j predicts position length - C + j
+    targets = ids[:, length - c_max:].to(device)
+    mask = torch.zeros((len(seqs), c_max), dtype=torch.bool, device=device)
+    for i, c in enumerate(completions):
+        mask[i, c_max - len(c):] = True
+    return logits, targets, mask
+
+
+def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
