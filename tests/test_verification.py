@@ -33,7 +33,7 @@ class ScriptedOutcomes:
             won = np.array(self.outcomes[r.turn][start:start + r.n], dtype=bool)
             assert len(won) == r.n, "asked for more continuations than the script holds"
             self.drawn[r.turn] += r.n
-            out.append(BranchResult(r, won, won.astype(float), 0, []))
+            out.append(BranchResult(r, won, 0, []))
         return out
 
 
@@ -84,26 +84,30 @@ def test_it_stops_once_half_of_k_is_drawn_when_both_values_are_saturated():
 
 
 def test_one_failed_draw_at_each_end_does_not_count_as_saturated():
-    # rounds of 1: after round 1 both ends failed once (saturation would reject here); the after-end wins
-    # from then on. With r draws each (0 of r before, r - 1 of r after), V_post ~ Beta(r, 2), V_pre ~ Beta(1, r + 1)
-    # and P(V_post > V_pre) = 1 - E[(1 - V_post)^(r + 1)] = 1 - B(r, r + 3) / B(r, 2):
-    # r = 3: 1 - (1/168) / (1/12) = 13/14 = 0.929 (below 0.95); r = 4: 1 - (1/840) / (1/20) = 41/42 = 0.976.
-    # Curtailment never bites first (at r = 4 the before-end could still reach 4 of 8), so round 4 accepts.
-    verdict, brancher = run({PRE: [False] * 8, POST: [False] + [True] * 7}, round_size=1)
-    assert (verdict.rounds, verdict.settled_by, verdict.accepted) == (4, "confidence", True)
-    assert brancher.drawn == {PRE: 4, POST: 4}
+    # K = 16, rounds of 1: 16 looks, so each look needs P above 1 - 0.05 / 16 = 0.996875. After round 1 both
+    # ends failed once (saturation would reject here); the after-end wins from then on. With r draws each
+    # (0 of r before, r - 1 of r after), V_post ~ Beta(r, 2), V_pre ~ Beta(1, r + 1) and
+    # P(V_post > V_pre) = 1 - E[(1 - V_post)^(r + 1)] = 1 - B(r, r + 3) / B(r, 2):
+    # r = 5: 1 - (1/3960) / (1/30) = 131/132 = 0.99242 (not enough); r = 6: 1 - (1/18018) / (1/42) = 428/429
+    # = 0.99767. Curtailment cannot bite before (at r = 6 the before-end could still reach 10 of 16).
+    verdict, brancher = run({PRE: [False] * 16, POST: [False] + [True] * 15}, k=16, round_size=1)
+    assert (verdict.rounds, verdict.settled_by, verdict.accepted) == (6, "confidence", True)
+    assert brancher.drawn == {PRE: 6, POST: 6}
 
 
 def test_decisions_worked_out_by_hand():
     wins, losses = [True] * 8, [False] * 8
-    # after wins, before losses. Round 1 (2 each): P = 0.95 exactly, not above 0.95, and the 6 draws left
-    # at each end could still reorder the 8-sample means, so a second round; round 2 (4 each): P = 251/252.
+    # after wins, before losses; K = 8 in rounds of 2 is 4 looks, so at confidence 0.95 each look needs P above
+    # 1 - 0.05 / 4 = 0.9875. Round 1 (2 each): P = 0.95, and the 6 draws left at each end could still reorder
+    # the 8-sample means, so a second round; round 2 (4 each): P = 251/252 = 0.996.
     verdict, brancher = run({PRE: losses, POST: wins}, confidence=0.95)
     assert (verdict.rounds, verdict.settled_by, verdict.accepted, verdict.delta) == (2, "confidence", True, 1.0)
     assert brancher.drawn == {PRE: 4, POST: 4}
-    # at confidence 0.94 the first round settles it
-    verdict, _ = run({PRE: losses, POST: wins}, confidence=0.94)
+    # at confidence 0.79 a look needs 1 - 0.21 / 4 = 0.9475, and round 1's 0.95 passes
+    verdict, _ = run({PRE: losses, POST: wins}, confidence=0.79)
     assert (verdict.rounds, verdict.accepted) == (1, True)
+    verdict, _ = run({PRE: losses, POST: wins}, confidence=0.81)  # 1 - 0.19 / 4 = 0.9525: not yet
+    assert verdict.rounds == 2
     # K = 4, before wins and after fails: after one round (2 each) the after-side can reach at most 2 wins
     # of 4 and the before-side has at least 2, so Delta_4 <= 0 whatever comes (P = 0.05 is not below 0.05)
     verdict, _ = run({PRE: wins, POST: losses}, k=4)

@@ -10,8 +10,11 @@ step in one Brancher call per round, and a segment stops as soon as its decision
 
 1. the fixed-K decision can no longer change (curtailment: even if every remaining draw went against the
    current leader, the K-sample means keep their order), or
-2. the posterior probability that V(s_{r+1}) > V(s_l) is above ``confidence`` (accept) or below
-   1 - ``confidence`` (reject), with a uniform Beta(1, 1) prior on each value, or
+2. the posterior probability that V(s_{r+1}) > V(s_l) is above ``1 - (1 - confidence) / looks`` (accept)
+   or below ``(1 - confidence) / looks`` (reject), with a uniform Beta(1, 1) prior on each value, where
+   ``looks = ceil(K / round_size)`` is the most rounds a segment can take: the error budget is split over
+   every look (Bonferroni), so ``confidence`` holds for the whole sequence, not for each round alone (at
+   0.95 per round, four looks of K = 8 stopped on 4 of 26 clear decisions the other way), or
 3. both boundaries are saturated: every sample so far won, or every one failed, with at least half of K
    drawn at each (``SATURATION_SHARE``): after one or two draws, "all failed" is too weak a sign, and on
    scripted draws it ended segments that a later win would have accepted.
@@ -112,7 +115,8 @@ def p_post_greater(pre: Tally, post: Tally) -> float:
 
 
 def settle(pre: Tally, post: Tally, k: int, confidence: float) -> tuple[bool, str] | None:
-    """(accepted, why) once the decision is settled, else None (draw another round)."""
+    """(accepted, why) once the decision is settled, else None (draw another round). ``confidence`` is the
+    per-look level: ``verify`` passes the sequence's level with its error split over the looks."""
     if pre.n >= k and post.n >= k:
         return post.mean > pre.mean, "K"
     # the K-sample means compare as wins * (K / n); draws still to come can move each one
@@ -157,6 +161,7 @@ def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, roun
             v.accepted, v.rounds, v.settled_by = v.delta > 0, 1, "fixed"
         return verdicts
     open_ = list(range(len(segments)))
+    per_look = 1.0 - (1.0 - confidence) / math.ceil(k / round_size)  # see rule 2 in the docstring
     for round_ in range(1, 2 * k + 1):  # each round adds at least one sample to an unsettled boundary
         asks = [(segments[i], side, min(round_size, k - segments[i].tallies[side].n))
                 for i in open_ for side in (0, 1) if segments[i].tallies[side].n < k]
@@ -165,7 +170,7 @@ def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, roun
         still = []
         for i in open_:
             verdicts[i].rounds = round_
-            done = settle(verdicts[i].pre, verdicts[i].post, k, confidence)
+            done = settle(verdicts[i].pre, verdicts[i].post, k, per_look)
             if done is None:
                 still.append(i)
             else:
