@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 
-import prover.credit  # noqa: F401  (registers the built-in methods)
 from prover.branching import Brancher, BranchRequest, BranchResult
 from prover.config import load_config
 from prover.credit.base import CreditContext
@@ -59,7 +58,7 @@ class RecordedOutcomes:
         self.rng = rng
 
     def continue_from(self, requests, seed=0):
-        return [BranchResult(r, np.array([self.rng.random() < 0.3 for _ in range(r.n)]), np.zeros(r.n), 0, [])
+        return [BranchResult(r, np.array([self.rng.random() < 0.3 for _ in range(r.n)]), 0, [])
                 for r in requests]
 
 

@@ -32,7 +32,7 @@ import time
 from prover.envs.searchqa_sim.kb import generate
 from prover.envs.searchqa_sim.questions import KINDS, questions
 from prover.errors import ProverError
-from prover.retrieval import BACKENDS, Passage, check_backend, make_retriever
+from prover.retrieval import RETRIEVERS, Passage, check_backend, make_retriever
 
 
 def sample_questions(n: int, seed: int, split: str, n_kbs: int) -> tuple[dict, list]:
@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--n-kbs", type=int, default=4)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--one-by-one", type=int, default=200, help="queries timed one at a time")
-    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--backends", default=",".join(RETRIEVERS.builtins))
     ap.add_argument("--compare-threads", action="store_true", help="add dense with torch's thread count")
     args = ap.parse_args()
     bases, picked = sample_questions(args.questions, args.seed, args.split, args.n_kbs)

@@ -1,26 +1,23 @@
 """prover: RL for LLM agents with fine-grained credit assignment (ProVer and its baselines).
 
-The public API. Importing this module imports no plugin, no model code and no optional dependency;
-heavy parts load when first used.
+The public API. Importing this module imports no plugin, no model code and no optional dependency
+(not even the env contract, which pulls in gymnasium): every name below but the registries is loaded
+on first use.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prover.envs import make_env
-from prover.registry import CREDIT, ENGINES, ENVS, JUDGES, REGISTRIES, Registry
+from prover.registry import CREDIT, ENGINES, ENVS, JUDGES, REGISTRIES, RETRIEVERS, Registry
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:  # lazy: the trainer pulls in torch
-    if name in ("Trainer", "train"):
-        from prover import trainer
-        return getattr(trainer, name)
-    if name == "TrainConfig":
-        from prover.config import TrainConfig
-        return TrainConfig
+def __getattr__(name: str) -> Any:  # each name loads on first use (the trainer pulls in torch)
+    if name == "make_env":
+        from prover.envs import make_env
+        return make_env
     if name == "make_credit":
         from prover.credit import make_credit
         return make_credit
@@ -30,7 +27,15 @@ def __getattr__(name: str) -> Any:  # lazy: the trainer pulls in torch
     if name == "make_engine":
         from prover.engines import make_engine
         return make_engine
+    if name in ("Trainer", "train"):
+        from prover import trainer
+        return getattr(trainer, name)
+    if name == "TrainConfig":
+        from prover.config import TrainConfig
+        return TrainConfig
     raise AttributeError(f"module 'prover' has no attribute {name!r}")
 
 
-__all__ = ["CREDIT", "ENGINES", "ENVS", "JUDGES", "REGISTRIES", "Registry", "make_env", "__version__"]
+# the four factories, but not the trainer, so that `from prover import *` stays free of torch
+__all__ = ["CREDIT", "ENGINES", "ENVS", "JUDGES", "REGISTRIES", "RETRIEVERS", "Registry", "make_credit",
+           "make_engine", "make_env", "make_judge", "__version__"]

@@ -31,14 +31,12 @@ class BranchResult:
     """What the continuations of one request achieved.
 
     won:          (n,) whether each continued episode won.
-    returns:      (n,) the env reward each continuation collected after the branch point.
     tokens:       policy tokens the continuations generated.
     trajectories: the continued episodes (prefix turns shared with the original).
     """
 
     request: BranchRequest
     won: np.ndarray
-    returns: np.ndarray
     tokens: int
     trajectories: list[Trajectory]
 
@@ -76,9 +74,7 @@ class Brancher:
             k += r.n
             tokens = sum(t.n_tokens for tr in mine for t in tr.turns[r.turn:])
             results.append(BranchResult(
-                request=r, won=np.array([tr.won for tr in mine], dtype=bool),
-                returns=np.array([sum(t.reward for t in tr.turns[r.turn:]) for tr in mine], dtype=np.float64),
-                tokens=tokens, trajectories=mine))
+                request=r, won=np.array([tr.won for tr in mine], dtype=bool), tokens=tokens, trajectories=mine))
             self.tokens_generated += tokens
             self.continuations += r.n
         return results

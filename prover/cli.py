@@ -4,6 +4,8 @@ traceback."""
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import inspect
 import sys
 import textwrap
@@ -15,13 +17,48 @@ from prover.errors import ProverError
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
 
 
-def _fields_epilog() -> str:
+def _fields_epilog(argv: list[str]) -> str:
     from prover.config import field_help
+    from prover.plugin_config import recipe_help
 
+    tree = _help_tree(argv)
     lines = [EPILOG_HEAD]
-    for name, default, desc in field_help():
+    for name, default, desc in field_help(tree):
         lines.append(f"  {name} [{default}]\n      {desc}")
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + recipe_help(tree))
+
+
+def _help_tree(argv: list[str]) -> dict:
+    """The --config file and overrides of a command line that asks for help (argparse prints help before it
+    reads them), unchecked; {} when they do not read, so that help still prints, with the defaults."""
+    from prover.config import read_tree
+
+    path, overrides, args = None, [], iter(argv)
+    for arg in args:
+        if arg == "--config":
+            path = next(args, None)
+        elif arg.startswith("--config="):
+            path = arg.partition("=")[2]
+        elif "=" in arg and not arg.startswith("-"):
+            overrides.append(arg)
+    try:
+        return read_tree(path, overrides)
+    except ProverError:
+        return {}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Writes a command's field list only when its help is printed: the list loads the plugins that the
+    command line names, too slow for every command."""
+
+    def __init__(self, *args: Any, fields_of: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields_of = fields_of  # the command line, for a command whose help lists the config fields
+
+    def format_help(self) -> str:
+        if self.fields_of is not None:
+            self.epilog = _fields_epilog(self.fields_of)
+        return super().format_help()
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -66,32 +103,22 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from prover.engines import make_engine
     from prover.envs import make_env
-    from prover.registry import ENGINES
-    from prover.rollout import Rollout
     from prover.run import RunDir
-    from prover.seeding import eval_seed
-    from prover.trainer import batch_metrics
-    from prover.types import SamplingParams
+    from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
-    engine = ENGINES.get(cfg.engine.name)(str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
-    s = cfg.rollout.sampling
-    rollout = Rollout(lambda: make_env(cfg.env.name, **cfg.env.kwargs), engine, max_turns=cfg.rollout.max_turns,
-                      sampling=SamplingParams(s.max_new_tokens, cfg.eval.temperature, s.top_p, s.top_k),
-                      history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs)
-    batch = rollout.run(list(range(cfg.eval.episodes)), 1, split=cfg.eval.split, seed=eval_seed(cfg))
-    m = batch_metrics(batch)
-    print(f"{model}: success {m['rollout/success']:.3f} on {cfg.eval.episodes} {cfg.eval.split!r} episodes "
-          f"of {cfg.env.name} (mean turns {m['rollout/turns']:.1f})")
+    engine = make_engine(cfg.engine.name, str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+    rollout = build_rollout(cfg, engine, lambda: make_env(cfg.env.name, **cfg.env.kwargs))
+    record, batch = evaluate_policy(cfg, rollout)  # the trainer's own evaluation, in one process
+    print(f"{model}: success {record['eval/success']:.3f} on {cfg.eval.episodes} {cfg.eval.split!r} episodes "
+          f"of {cfg.env.name} (mean turns {batch_metrics(batch)['rollout/turns']:.1f})")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    import prover.credit  # noqa: F401  (registers built-ins)
-    import prover.engines  # noqa: F401
-    import prover.envs  # noqa: F401
     from prover.registry import REGISTRIES
 
     for kind, reg in REGISTRIES.items():
@@ -103,13 +130,32 @@ def cmd_list(args: argparse.Namespace) -> int:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
             print(f"  {e.name:<22} {e.origin:<40} {target}")
             if kind == "judges":  # what a judge reads (hidden state or not) matters to a comparison
-                try:
-                    summary = " ".join((inspect.getdoc(e.load()) or "").split("\n\n")[0].split())
-                except ProverError as exc:  # a broken plugin is listed with its problem, not fatal
-                    summary = f"(does not load: {exc})"
+                summary = " ".join((_docstring(e.target) or "").split("\n\n")[0].split())
                 if summary:
                     print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0
+
+
+def _docstring(target: Any) -> str | None:
+    """The docstring of a registry target. A ``module:Object`` string is read from the module's source,
+    so that listing imports no plugin; None for an object that file does not define (re-exported)."""
+    if not isinstance(target, str):
+        return inspect.getdoc(target)
+    module, _, attr = target.partition(":")
+    try:
+        spec = importlib.util.find_spec(module)  # imports the parent packages only
+        if spec is None:
+            return f"(does not load: no module named {module!r})"
+        if not (spec.origin or "").endswith(".py"):
+            return None
+        node: Any = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    except Exception as exc:  # a broken plugin is listed with its problem, not fatal
+        return f"(does not load: {type(exc).__name__}: {exc})"
+    for part in attr.split("."):
+        node = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+    return ast.get_docstring(node)
 
 
 def _env_kwargs(texts: list[str]) -> dict[str, Any]:
@@ -121,8 +167,8 @@ def _env_kwargs(texts: list[str]) -> dict[str, Any]:
     for text in texts:
         try:
             key, value = parse_override(text)
-        except ConfigError:
-            raise ConfigError(f"env argument {text!r} is not of the form key=value") from None
+        except ConfigError as exc:
+            raise ConfigError(f"env argument {text!r} is not of the form key=value") from exc
         key = key.removeprefix("env.kwargs.")
         if "." in key:
             raise ConfigError(f"env argument {text!r}: {key!r} is not a keyword; write key=value")
@@ -151,9 +197,10 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    p = argparse.ArgumentParser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
+    line = list(sys.argv[1:] if argv is None else argv)  # whose help shows the plugins it names
+    p = _Parser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> None:
@@ -161,20 +208,21 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--run-dir", help="run folder (same as run.dir=...)")
         sp.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rollout.group_size=8")
 
-    t = sub.add_parser("train", help="warm start (optional), then RL", formatter_class=fmt, epilog=_fields_epilog())
+    t = sub.add_parser("train", help="warm start (optional), then RL", formatter_class=fmt, fields_of=line)
     with_config(t)
     t.add_argument("--resume", action="store_true", help="continue the run in run.dir from its last checkpoint")
     t.set_defaults(fn=cmd_train)
     s = sub.add_parser("sft", help="build the policy and run only the warm start", formatter_class=fmt,
-                       epilog=_fields_epilog())
+                       fields_of=line)
     with_config(s)
     s.set_defaults(fn=cmd_sft)
     e = sub.add_parser("eval", help="held-out success of a run's last checkpoint or a model folder",
-                       formatter_class=fmt, epilog=_fields_epilog())
+                       formatter_class=fmt, fields_of=line)
     with_config(e)
     e.add_argument("--model", help="a model folder instead of the run's last checkpoint")
     e.set_defaults(fn=cmd_eval)
-    ls = sub.add_parser("list", help="every registered env, credit assigner, judge and engine, with its origin")
+    ls = sub.add_parser("list", help="every registered env, credit assigner, judge, engine and retriever, with "
+                        "its origin")
     ls.set_defaults(fn=cmd_list)
     ce = sub.add_parser("check-env", help="run an env (a registered name or module:Class) through the env "
                         "contract and gymnasium's env checker")
@@ -199,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.fn(args)
     except ProverError as exc:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.errors import ConfigError, ContractError
+from prover.errors import ConfigError, ContractError, validation_line
 
 
 class Section(BaseModel):
@@ -218,34 +218,33 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _explain(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    if err["type"] == "extra_forbidden":
-        return f"unknown config field {where!r}; see `prover train --help` for the fields"
-    return f"config field {where!r}: {err['msg']} (got {err.get('input')!r})"
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
+def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
+              what: str = "config file") -> dict:
+    """A YAML file (optional; ``what`` names it in errors) with dotted overrides applied, unchecked: the one
+    reader of `prover train` and `prover bench` configs; ConfigError when it does not read."""
     tree: dict = {}
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
+            raise ConfigError(f"{what} {str(p)!r} does not exist")
         try:
             tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {exc.start})") from None
+            raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start})") from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML{line}") from None
+            raise ConfigError(f"{what} {str(p)!r} is not valid YAML{line}") from exc
         if not isinstance(tree, dict):
-            raise ConfigError(f"config file {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
+            raise ConfigError(f"{what} {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
     for text in overrides:
         _set_dotted(tree, *parse_override(text))
-    return config_from_tree(tree)
+    return tree
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
+    return config_from_tree(read_tree(path, overrides))
 
 
 def config_from_tree(tree: dict) -> TrainConfig:
@@ -255,7 +254,7 @@ def config_from_tree(tree: dict) -> TrainConfig:
     try:
         cfg = TrainConfig.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(validation_line(exc, unknown="; see `prover train --help` for the fields")) from exc
     check_parts_fit(cfg)
     return cfg
 
@@ -272,7 +271,6 @@ def _is_set(tree: dict, dotted: str) -> bool:
 def _apply_env_recipe(tree: dict) -> None:
     """Fill in the chosen env's ``train_recipe`` beneath what the user set, key by key. A recipe is tuned
     for the tiny policy, so a real checkpoint (``model.path``) gets the plain defaults."""
-    import prover.envs  # noqa: F401  (registers the built-in envs)
     from prover.errors import ProverError
     from prover.registry import ENVS
 
@@ -296,33 +294,23 @@ def _apply_env_recipe(tree: dict) -> None:
 
 
 def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> None:
-    """A recipe's ``env.kwargs.*`` must be constructor arguments of its class: one line naming the recipe
-    now, not a TypeError when the env is first built."""
-    import inspect
+    """A recipe's ``env.kwargs.*`` must be settings of its class (its ``Config``): one line blaming the
+    recipe now, not one about a setting the user never wrote."""
+    from prover.plugin_config import Configurable
 
     keys = [k.split(".", 2)[2] for k in recipe if k.startswith("env.kwargs.") and k.count(".") >= 2]
-    if not keys or env_cls.__init__ is object.__init__:  # no constructor of its own: nothing to check
+    if not keys or not issubclass(env_cls, Configurable):  # not a TextEnv: check_parts_fit says so
         return
-    try:
-        params = inspect.signature(env_cls.__init__).parameters
-    except (TypeError, ValueError):
-        return  # a builtin or C constructor has no readable signature
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    bad = sorted(k for k in keys if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY)
-    if bad:
-        taken = ", ".join(k for k, p in params.items() if k != "self" and p.kind is not p.VAR_POSITIONAL)
+    model = env_cls.Config
+    bad = [k for k in keys if k not in model.model_fields]
+    if bad and model.model_config.get("extra") != "allow":  # one that takes **kwargs takes any name
         raise ConfigError(f"env {name!r}: the train_recipe of {env_cls.__qualname__} sets "
-                          f"{', '.join('env.kwargs.' + k for k in bad)}, which its constructor does not take "
-                          f"(it takes: {taken or 'nothing'}); fix the recipe")
+                          f"{', '.join('env.kwargs.' + k for k in bad)}, which are not among its settings "
+                          f"(env.kwargs: {', '.join(model.model_fields) or 'none'}); fix the recipe")
 
 
 def check_parts_fit(cfg: TrainConfig) -> None:
     """Resolve every registry name now, so a bad name fails before any work starts."""
-    import prover.envs  # noqa: F401  (registers the built-in envs)
-    import prover.credit  # noqa: F401  (registers the built-in credit assigners)
-    import prover.engines  # noqa: F401
-    import prover.judges  # noqa: F401  (registers the built-in judges)
     from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
     from prover.envs.base import TextEnv
@@ -331,7 +319,8 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
         raise ContractError(f"env {cfg.env.name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
                             "prover.envs.TextEnv subclass")
-    # a typo in engine.kwargs fails now, not after the warm start
+    # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
+    env_cls.parse_settings(cfg.env.kwargs, "env.kwargs", cfg.env.name)
     ENGINES.get(cfg.engine.name).validate_kwargs(cfg.engine.kwargs)
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
@@ -343,40 +332,32 @@ def check_parts_fit(cfg: TrainConfig) -> None:
         check_model_dir(cfg.model.path)
 
 
-def field_help(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted name, default, description) for every leaf field: the text of ``--help``."""
+PLUGIN_SECTIONS = {"env": ("envs", "env.kwargs"), "engine": ("engines", "engine.kwargs"),
+                   "credit": ("credit", "credit"), "judge": ("judges", "judge")}  # section: (registry, settings)
+
+
+def field_help(tree: dict | None = None) -> list[tuple[str, str, str]]:
+    """(dotted name, default, description) for every leaf field, each plugin section followed by the
+    settings of the plugin that ``tree`` (a config's sections, unchecked) names, else of the default one:
+    the text of ``--help``."""
+    from prover.plugin_config import settings_help
+
     rows = []
-    for name, f in model.model_fields.items():
-        ann = f.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann in (CreditConfig, JudgeConfig):
-            rows += field_help(ann, f"{prefix}{name}.")
-            rows += _plugin_fields(f"{prefix}{name}.", "credit" if ann is CreditConfig else "judges")
-        elif isinstance(ann, type) and issubclass(ann, BaseModel):
-            rows += field_help(ann, f"{prefix}{name}.")
-        else:
-            default = f.default_factory() if f.default_factory is not None else f.default
-            rows.append((f"{prefix}{name}", repr(default), f.description or ""))
+    for section, f in TrainConfig.model_fields.items():
+        rows += _leaf_rows(f, section)
+        if section in PLUGIN_SECTIONS:
+            node = (tree or {}).get(section)
+            named = isinstance(node, dict) and "name" in node
+            name = node["name"] if named else f.annotation.model_fields["name"].default
+            rows += settings_help(*PLUGIN_SECTIONS[section], None if name is None else str(name))
     return rows
 
 
-def _plugin_fields(prefix: str, kind: str) -> list[tuple[str, str, str]]:
-    """The own fields of every credit method or judge, built in or installed (entry points), e.g.
-    ``credit.norm`` of grpo. A plugin that fails to load is one note row, so ``--help`` still prints."""
-    import prover.credit  # noqa: F401  (registers the built-ins)
-    import prover.judges  # noqa: F401
-    from prover.registry import REGISTRIES
-
-    rows = []
-    for entry in REGISTRIES[kind].entries():
-        try:
-            fields = entry.load().Config.model_fields
-        except Exception as exc:  # any failure is that plugin's, reported in its own row
-            note = " ".join(f"{type(exc).__name__}: {exc}".split())
-            rows.append((f"{prefix}* ({entry.name})", "unavailable", f"({entry.name}) fields not shown: {note}"))
-            continue
-        for fname, f in fields.items():
-            rows.append((f"{prefix}{fname}", repr(f.get_default(call_default_factory=True)), f"({entry.name}) {f.description or ''}"))
-    return rows
+def _leaf_rows(f: Any, name: str) -> list[tuple[str, str, str]]:
+    ann = f.annotation
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [row for k, sub in ann.model_fields.items() for row in _leaf_rows(sub, f"{name}.{k}")]
+    return [(name, repr(f.get_default(call_default_factory=True)), f.description or "")]
 
 
 def dump_config(cfg: TrainConfig) -> str:
@@ -390,18 +371,4 @@ def dump_config(cfg: TrainConfig) -> str:
         text += "# derived by the credit method, for the reader (ignored on load):\n"
         text += "".join(f"#   {k}: {v}\n" for k, v in derived.items())
     return text
-
-
-def parse_plugin_config(model: type[BaseModel], extra: dict[str, Any], section: str, owner: str) -> BaseModel:
-    """A plugin's own fields (a credit method's or a judge's ``Config``) from the free part of its config
-    section; a bad or unknown field is a one-line ConfigError naming it and the plugin's known fields."""
-    try:
-        return model.model_validate(extra)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = f"{section}." + ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            known = ", ".join(f"{section}.{k}" for k in model.model_fields) or "none"
-            raise ConfigError(f"unknown config field {where!r} for {section} {owner!r}; its fields: {known}") from None
-        raise ConfigError(f"config field {where!r}: {err['msg']} (got {err.get('input')!r})") from None
 

@@ -1,10 +1,17 @@
 """Every public exception of prover, in one hierarchy.
 
 Each message names the bad value, what would have been valid, and the fix. The CLI prints
-``ProverError`` subclasses as one line (no traceback); anything else is a bug.
+``ProverError`` subclasses as one line (no traceback); anything else is a bug. ``validation_line`` is the
+one spelling of a pydantic ``ValidationError`` as such a line.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class ProverError(Exception):
@@ -66,3 +73,22 @@ class EngineError(ProverError):
 class JudgeError(ProverError):
     """A judge failed every request of ``judge.max_failed_steps`` steps in a row (a bad key, model or
     server): the run stops rather than train on as plain GRPO."""
+
+
+def validation_line(exc: ValidationError, *, what: str = "config field", prefix: str = "", owner: str = "",
+                    unknown: str = "", at: str | None = None, echo: Callable[[Any], str] = repr) -> str:
+    """The first error of a pydantic ``ValidationError`` as one line, the one spelling every config, plugin
+    setting and structured answer uses: ``config field 'credit.eps' of credit 'grpo': <why> (got 0)``, or for
+    a field the model does not have ``unknown config field 'credit.x' for credit 'grpo'<unknown>``.
+
+    ``prefix`` goes before the field's dotted location (``at`` replaces that location; an empty one reads
+    ``value``), ``owner`` names the plugin, ``echo`` renders the bad input. With ``what`` empty the field
+    is named bare (``start_turn: <why> (got ...)``), as LLM repair messages are.
+    """
+    err = exc.errors()[0]
+    where = at if at is not None else (prefix + ".".join(str(p) for p in err["loc"]) or "value")
+    label = f"{what} {where!r}" if what else where
+    if err["type"] == "extra_forbidden":
+        return f"unknown {label}{f' for {owner}' if owner else ''}{unknown}"
+    why = err["msg"].removeprefix("Value error, ")  # pydantic's prefix on a validator's own message
+    return f"{label}{f' of {owner}' if owner else ''}: {why} (got {echo(err.get('input'))})"

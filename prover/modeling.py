@@ -58,7 +58,7 @@ def load_tokenizer(path: str | Path) -> Any:
     try:
         tok = AutoTokenizer.from_pretrained(str(p))
     except Exception as exc:  # a broken tokenizer file is the user's folder, not our bug
-        raise CheckpointError(f"could not load the tokenizer in {str(p)!r}: {exc}") from None
+        raise CheckpointError(f"could not load the tokenizer in {str(p)!r}: {exc}") from exc
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok
@@ -72,7 +72,7 @@ def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu") ->
     try:
         model = AutoModelForCausalLM.from_pretrained(str(p), dtype=_dtypes()[dtype])
     except Exception as exc:
-        raise CheckpointError(f"could not load the model in {str(p)!r}: {exc}") from None
+        raise CheckpointError(f"could not load the model in {str(p)!r}: {exc}") from exc
     return model.to(device)
 
 

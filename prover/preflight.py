@@ -58,7 +58,7 @@ def check_env(cfg: TrainConfig) -> None:
             try:
                 obs, info = env.reset(seed=0, options={"split": split})
             except (ValueError, KeyError) as exc:
-                raise ConfigError(f"env {cfg.env.name!r} cannot reset on split {split!r}: {exc}") from None
+                raise ConfigError(f"env {cfg.env.name!r} cannot reset on split {split!r}: {exc}") from exc
             if not isinstance(obs, str) or not isinstance(info, dict):
                 raise ContractError(f"env {cfg.env.name!r} reset gave {type(obs).__name__} and "
                                     f"{type(info).__name__}, not text and a dict")
@@ -68,7 +68,7 @@ def check_env(cfg: TrainConfig) -> None:
             spec.render("task", obs, [], [], 0)
         except (KeyError, IndexError, ValueError) as exc:
             raise ContractError(f"env {cfg.env.name!r}: its prompt template has an unknown placeholder {exc}; "
-                                "templates may use task, observation, actions, history, step, n_history") from None
+                                "templates may use task, observation, actions, history, step, n_history") from exc
     finally:
         env.close()
 
@@ -87,7 +87,7 @@ def check_model_folder(path: Path) -> None:
             with safe_open(str(weights[0]), framework="np") as f:
                 f.keys()
         except Exception as exc:  # a truncated or foreign file
-            raise CheckpointError(f"weights {str(weights[0])!r} are unreadable: {str(exc).splitlines()[0]}") from None
+            raise CheckpointError(f"weights {str(weights[0])!r} are unreadable: {str(exc).splitlines()[0]}") from exc
     check_chat_template(path)
 
 
@@ -97,7 +97,7 @@ def check_chat_template(path: Path) -> None:
     try:
         tok = AutoTokenizer.from_pretrained(str(path))
     except Exception as exc:
-        raise CheckpointError(f"tokenizer in {str(path)!r} does not load: {str(exc).splitlines()[0]}") from None
+        raise CheckpointError(f"tokenizer in {str(path)!r} does not load: {str(exc).splitlines()[0]}") from exc
     if not getattr(tok, "chat_template", None):
         raise CheckpointError(f"tokenizer in {str(path)!r} has no chat template; prover builds every prompt with "
                               "it (set tokenizer.chat_template, e.g. from the instruct model it came from)")

@@ -66,7 +66,6 @@ class Reporter:
     def steps(self, total: int, start: int = 0) -> Iterator[Callable[[], None]]:
         with self._progress() as bar:
             tid = bar.add_task("RL steps", total=total, completed=start)
-            self._bar = bar
             yield lambda: bar.advance(tid)
 
     def note(self, text: str) -> None:

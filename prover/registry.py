@@ -1,14 +1,17 @@
-"""One ``Registry`` type for every plugin kind: envs, judges, credit assigners, engines.
+"""One ``Registry`` type for every plugin kind: envs, credit assigners, judges, engines, retrievers.
 
 A name resolves, in order, to
-1. an object registered in code (``@CREDIT.register("grpo")`` or ``ENVS.register("x", "pkg.mod:Cls")``),
+1. a built-in (the ``builtins`` table each registry is given below, names to ``"module:Object"`` strings:
+   the one place a built-in is registered) or an object registered in code (``ENVS.register("x", Cls)``),
 2. an installed entry point in the registry's group (``prover.envs`` ...), read lazily the first time a
    name is missing, never at ``import prover`` (gym 0.21/0.24 crashed on import from eager scans),
 3. a ``"package.module:Object"`` string.
 
-A plugin (an entry point or a ``module:Object`` string) is checked against its kind's contract (e.g. a
-``prover.envs.TextEnv`` subclass) when it is loaded, so a wrong object is one line naming the plugin.
-Two installed distributions that register the same name make that name an error naming both.
+Nothing registers itself as a side effect of an import, so listing every name (``prover list``) imports
+no plugin module, built-in or installed. Every object a registry hands out is checked against its kind's
+contract (e.g. a ``prover.envs.TextEnv`` subclass) when it is loaded, built-ins too, so a wrong object is
+one line naming it. Two installed distributions that register the same name make that name an error
+naming both.
 
 Targets may be objects or ``"module:Object"`` strings; strings are imported only when asked for, so
 heavy optional dependencies load only for the name that needs them.
@@ -33,9 +36,9 @@ class Entry:
 
     name: str
     target: Any
-    origin: str  # "code", "entry point (<distribution> <version>)" or "module:Object string"
+    origin: str  # "code" (a built-in too), "entry point (<distribution> <version>)" or "module:Object string"
     loaded: Any = None
-    check: Callable[["Entry", Any], None] | None = None  # the contract of a plugin (not of code's own)
+    check: Callable[["Entry", Any], None] | None = None  # its kind's contract, checked on every load
     conflict: str | None = None  # set when two distributions register this name
 
     def load(self) -> Any:
@@ -84,12 +87,16 @@ class Registry:
     ``contract``: the ``module:Object`` of the base class (or Protocol) every plugin of this kind must
     implement; imported only when a plugin is loaded, so ``import prover`` stays light."""
 
-    def __init__(self, kind: str, group: str, contract: str | None = None) -> None:
+    def __init__(self, kind: str, group: str, contract: str | None = None,
+                 builtins: dict[str, str] | None = None) -> None:
         self.kind = kind  # "env", "credit assigner", ... (for messages)
         self.group = group  # entry-point group, e.g. "prover.envs"
         self.contract = contract
+        self.builtins = dict(builtins or {})  # name -> "module:Object", imported only when asked for
         self._entries: dict[str, Entry] = {}
         self._scanned = False
+        for name, target in self.builtins.items():
+            self.register(name, target)
 
     def _check_contract(self, entry: Entry, obj: Any) -> None:
         if self.contract is None:
@@ -104,10 +111,10 @@ class Registry:
         """Register ``target`` under ``name``; without a target, return a decorator."""
         if target is None:
             def decorator(obj: Callable) -> Callable:
-                self._add(Entry(name, obj, "code"))
+                self._add(Entry(name, obj, "code", check=self._check_contract))
                 return obj
             return decorator
-        self._add(Entry(name, target, "code"))
+        self._add(Entry(name, target, "code", check=self._check_contract))
         return target
 
     def _add(self, entry: Entry) -> None:
@@ -145,7 +152,8 @@ class Registry:
         self._entries.update((name, entry) for name, (_, entry) in found.items())
 
     def get(self, name: str) -> Any:
-        """The object for ``name``: code registrations, then entry points, then ``module:Object``."""
+        """The object for ``name``: built-ins and code registrations, then entry points, then
+        ``module:Object``."""
         if not isinstance(name, str) or not name:
             raise NameNotFound(f"{self.kind} name must be a non-empty string, got {name!r}")
         if name not in self._entries:
@@ -183,8 +191,44 @@ class Registry:
         return [e.name for e in self.entries()]
 
 
-ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv")
-CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner")
-JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge")
-ENGINES = Registry("engine", "prover.engines", "prover.engines.base:Engine")
-REGISTRIES = {"envs": ENVS, "credit": CREDIT, "judges": JUDGES, "engines": ENGINES}
+# The built-ins, each by its "module:Object" string: listing them imports none of them.
+ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", builtins={
+    "alfworld-sim": "prover.envs.alfworld_sim:AlfworldSimEnv",
+    # alfworld-sim follows ALFWorld's own tables (issue 15); alfworld-sim-v1 keeps the sim's first tables,
+    # whose text already matched the real engine step for step. v0 is gone: asking for it suggests v1.
+    "alfworld-sim-v1": "prover.envs.alfworld_sim:AlfworldSimV1Env",
+    "webshop-sim": "prover.envs.webshop_sim:WebshopSimEnv",
+    "searchqa-sim": "prover.envs.searchqa_sim:SearchqaSimEnv",
+    "pivot-sim": "prover.envs.pivot_sim:PivotSimEnv",
+    # any Gymnasium env with text observations (prover/envs/gym.py); snapshots only if declared deterministic
+    "gymnasium": "prover.envs.gym:GymnasiumTextEnv",
+    "gymnasium-deterministic": "prover.envs.gym:DeterministicGymnasiumTextEnv",
+})
+CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner", builtins={
+    "grpo": "prover.credit.grpo:GRPO",
+    "budget-matched-grpo": "prover.credit.budget_matched_grpo:BudgetMatchedGRPO",
+    "gigpo": "prover.credit.gigpo:GiGPO",
+    "spo-chain": "prover.credit.spo_chain:SPOChain",
+    "spo-tree": "prover.credit.spo_tree:SPOTree",
+    "prover": "prover.credit.prover:ProVer",
+    "criticsearch": "prover.credit.criticsearch:CriticSearch",
+})
+JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge", builtins={
+    "contrast": "prover.judges.contrast:ContrastJudge",
+    "text-contrast": "prover.judges.contrast:TextContrastJudge",
+    "random": "prover.judges.random_judge:RandomJudge",
+    # the LLM judges import litellm or torch only when built
+    "litellm": "prover.judges.agentic:LiteLLMJudge",
+    "local": "prover.judges.agentic:LocalJudge",
+})
+ENGINES = Registry("engine", "prover.engines", "prover.engines.base:Engine", builtins={
+    "hf": "prover.engines.hf:HFEngine",
+    "sglang": "prover.engines.sglang:SGLangEngine",
+})
+# the local backends of prover.retrieval.make_retriever; the packages each needs are in prover.retrieval
+RETRIEVERS = Registry("retriever", "prover.retrievers", "prover.retrieval.base:Retriever", builtins={
+    "bm25": "prover.retrieval.bm25:BM25Retriever",
+    "dense": "prover.retrieval.dense:DenseRetriever",
+    "pyserini": "prover.retrieval.pyserini_bm25:PyseriniBM25Retriever",
+})
+REGISTRIES = {"envs": ENVS, "credit": CREDIT, "judges": JUDGES, "engines": ENGINES, "retrievers": RETRIEVERS}

@@ -124,7 +124,6 @@ class Rollout:
         self.history_window = history_window
         self.chat_kwargs = chat_kwargs or {}
         self._pool: list[TextEnv] = []
-        self.tokens_generated = 0
 
     def _envs(self, n: int) -> list[TextEnv]:
         while len(self._pool) < n:
@@ -230,7 +229,6 @@ class Rollout:
                     format_valid=parsed.format_valid, action_valid=bool(info.get("is_action_valid", True)),
                     reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history),
                     admissible=tuple(e.info.get("admissible_actions") or ())))
-                self.tokens_generated += len(gen.token_ids)
                 e.history.append((e.obs, parsed.action))
                 e.obs, e.info = obs, info
                 if term or trunc:

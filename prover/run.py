@@ -59,11 +59,11 @@ class RunLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except BlockingIOError as exc:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise RunFolderError(f"run folder {str(self.path.parent)!r} is in use by process {holder} (another "
-                                 "prover train); wait for it to end, or choose another run.dir") from None
+                                 "prover train); wait for it to end, or choose another run.dir") from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd
@@ -162,7 +162,7 @@ class RunDir:
             shutil.rmtree(tmp, ignore_errors=True)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
             raise CheckpointError(f"could not write the checkpoint of step {step} in {str(self.ckpt_root)!r} "
-                                  f"({reason}); the last checkpoint is intact (resume with --resume)") from None
+                                  f"({reason}); the last checkpoint is intact (resume with --resume)") from exc
         final = self.ckpt_root / f"step-{step}"
         shutil.rmtree(final, ignore_errors=True)
         os.rename(tmp, final)
@@ -239,7 +239,7 @@ def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
         rng = torch.load(ckpt / "rng.pt", weights_only=False)
         step = int(json.loads((ckpt / "state.json").read_text())["step"])
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {exc}") from None
+        raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {exc}") from exc
     torch.set_rng_state(rng["torch"])
     learner.rng.setstate(rng["learner"])
     return step

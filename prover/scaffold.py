@@ -126,11 +126,8 @@ def check_name(kind: str, name: str) -> None:
 def check_name_free(kind: str, name: str) -> None:
     """A built-in name would shadow the new plugin (code wins over entry points); an installed one would
     clash with it (two distributions, one name)."""
-    import importlib
-
     from prover.registry import REGISTRIES
 
-    importlib.import_module({"env": "prover.envs", "credit": "prover.credit", "judge": "prover.judges"}[kind])
     registry = REGISTRIES[KINDS[kind].registry]
     taken = {e.name: e.origin for e in registry.entries()}
     if name in taken:

@@ -77,8 +77,8 @@ class Server:
 def _gpu_list(text: str, flag: str) -> list[int]:
     try:
         gpus = [int(g) for g in text.split(",") if g.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: give GPU ids separated by commas, e.g. 0,1") from None
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {text!r}: give GPU ids separated by commas, e.g. 0,1") from exc
     if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
         raise ConfigError(f"{flag} {text!r}: give distinct GPU ids >= 0, e.g. 0,1")
     return gpus
@@ -111,7 +111,7 @@ def _check_port_free(host: str, port: int) -> None:
             s.bind((host, port))
         except OSError as exc:
             raise ConfigError(f"port {port} on {host} is not free ({exc.strerror}); pick another with "
-                              "--port / --judge-port, or stop what holds it") from None
+                              "--port / --judge-port, or stop what holds it") from exc
 
 
 def plan(args: argparse.Namespace) -> list[Server]:
@@ -207,7 +207,7 @@ class Running:
                 self.items.append((s, proc, log))
         except OSError as exc:
             self.stop()
-            raise EngineError(f"could not start {python!r}: {exc.strerror}") from None
+            raise EngineError(f"could not start {python!r}: {exc.strerror}") from exc
 
     def check_alive(self) -> None:
         for s, proc, log in self.items:

@@ -54,7 +54,7 @@ def require(name: str) -> Any:
     except ImportError as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"run.report_to={name} needs the {module!r} module ({reason}); install it with: "
-                          f"pip install 'prover-rl[{name}]'") from None
+                          f"pip install 'prover-rl[{name}]'") from exc
 
 
 def check_trackers(cfg: Any) -> None:
@@ -199,7 +199,7 @@ class Trackers:
             except Exception as exc:  # a refused login, an unreachable server: the user's setup, one line
                 started.finish()
                 reason = " ".join(str(exc).split()) or type(exc).__name__
-                raise ConfigError(f"run.report_to={name}: the tracker did not start ({reason})") from None
+                raise ConfigError(f"run.report_to={name}: the tracker did not start ({reason})") from exc
             started.trackers.append(tracker)
         return started
 

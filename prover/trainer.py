@@ -71,6 +71,29 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
     }
 
 
+def build_rollout(cfg: TrainConfig, engine: Engine, make_env_fn: Any) -> Rollout:
+    """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
+    s = cfg.rollout.sampling
+    return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
+                   sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
+                   history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs)
+
+
+def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ranks | None = None,
+                    on_turn: Any = None) -> tuple[dict[str, float], Batch]:
+    """Held-out success, the one evaluation of the trainer and `prover eval`: one episode per task of the
+    eval split, the same tasks every time, at ``eval.temperature``; with ``ranks`` each process plays its
+    share. Returns the metrics record (the same on every process) and this process's episodes."""
+    e, s = cfg.eval, rollout.sampling
+    tasks = list(range(e.episodes))
+    batch = rollout.run(ranks.share(tasks) if ranks else tasks, 1, split=e.split, seed=eval_seed(cfg),
+                        sampling=SamplingParams(s.max_new_tokens, e.temperature, s.top_p, s.top_k), on_turn=on_turn)
+    mine = [t.won for g in batch.groups for t in g.trajectories]
+    won = [w for part in ranks.gather(mine) for w in part] if ranks else mine
+    record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes)}
+    return record, batch
+
+
 def engine_counts(engine: Engine, phase: str) -> dict[str, float]:
     """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
     none for engines that keep no counts (``hf``)."""
@@ -137,11 +160,7 @@ class Trainer:
         self.ranks.barrier()
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
-        s = cfg.rollout.sampling
-        self.sampling = SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k)
-        self.rollout = Rollout(self.make_env, self.engine, max_turns=cfg.rollout.max_turns, sampling=self.sampling,
-                               history_window=cfg.rollout.history_window,
-                               chat_kwargs=cfg.model.chat_template_kwargs)
+        self.rollout = build_rollout(cfg, self.engine, self.make_env)
         self.credit = make_credit(cfg)
         self.brancher = Brancher(self.rollout)
         self.judge = make_judge(cfg)  # None when judge.name is unset
@@ -149,17 +168,9 @@ class Trainer:
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out success: one episode per task of the eval split, the same tasks every time (each
-        process plays its share of them)."""
-        e = self.cfg.eval
-        params = SamplingParams(self.sampling.max_new_tokens, e.temperature, self.sampling.top_p, self.sampling.top_k)
+        """Held-out success (``evaluate_policy``), logged and reported by the main process."""
         with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
-            batch = self.rollout.run(self.ranks.share(list(range(e.episodes))), 1, split=e.split,
-                                     seed=eval_seed(self.cfg), sampling=params, on_turn=lambda *_: tick())
-        mine = [t.won for g in batch.groups for t in g.trajectories]
-        won = [w for part in self.ranks.gather(mine) for w in part]
-        record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)),
-                  "eval/episodes": float(e.episodes)}
+            record, _ = evaluate_policy(self.cfg, self.rollout, step, self.ranks, on_turn=lambda *_: tick())
         if self.ranks.is_main:
             self.run.log(record)
             self.report.eval_line(record)

@@ -123,10 +123,6 @@ class Batch:
         """Every turn, in group, trajectory, turn order (the order of ``Advantages.flat``)."""
         return [turn for g in self.groups for tr in g.trajectories for turn in tr.turns]
 
-    @property
-    def n_trajectories(self) -> int:
-        return sum(len(g.trajectories) for g in self.groups)
-
 
 @dataclass
 class Advantages:
@@ -250,11 +246,3 @@ class JudgeResult:
     failure: str = ""  # why there is no proposal ("" when there is one)
     error: str = ""  # the kind of failed request that lost the proposal ("http_401", ...); "" when none did
     transcript: list[str] = field(default_factory=list)  # an LLM judge's replies in order, each cut short
-
-
-@dataclass
-class StepStats:
-    """What one training step measured: the columns every benchmark prints."""
-
-    step: int
-    metrics: dict[str, float]

@@ -121,3 +121,25 @@ def tiny_policy_dir(tmp_path_factory):
 def index_cache(tmp_path_factory, monkeypatch):
     """Retrieval indexes of a test session go to one temporary folder, shared across its tests."""
     monkeypatch.setenv("PROVER_INDEX_DIR", str(tmp_path_factory.getbasetemp() / "indexes"))
+
+
+# =================================================================================================
+# The `slow` marker: `pytest -m "not slow"` is the fast inner loop; CI runs everything
+# =================================================================================================
+
+# Fixtures that build or train a model: a test that asks for one (directly or through another fixture)
+# is slow without marking itself, so new tests that use them stay out of the fast loop for free. Tests
+# that build a model in their body, start a process or a server, or open Chromium carry
+# @pytest.mark.slow (or a module-wide pytestmark) themselves.
+MODEL_FIXTURES = frozenset({
+    "tiny_policy_dir",  # above
+    "tiny_model_dir",  # test_judges_llm
+    "tiny_llamas",  # test_local_judge_structured
+    "finished_run",  # test_run_safety: a one-step train run
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

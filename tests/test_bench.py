@@ -110,6 +110,7 @@ def _check_estimates(out: str, bench: Path) -> None:
     assert timings["warmstarts"]["alfworld-sim"] > 0
 
 
+@pytest.mark.slow
 def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, tmp_path, capsys):
     prover = {"name": "prover+contrast", "overrides": {"credit.samples": 2}}
     cfg = _write(tmp_path, tiny_common, methods=["grpo", prover, "prover+litellm"], out=str(tmp_path / "docs"))
@@ -168,6 +169,7 @@ def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, 
     assert "settings changed since it ran; restarting it" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_budget_matched_cells_run_after_and_track_their_prover_cell(tiny_common, tmp_path, capsys):
     prover = {"name": "prover+contrast", "overrides": {"credit.samples": 2}}
     cfg = _write(tmp_path, tiny_common, methods=["budget-matched-grpo", prover], steps=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import yaml
 
 from prover.cli import main
@@ -21,6 +22,7 @@ def _matrix(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_bench_without_matplotlib_says_so_first_and_still_writes_the_tables(tmp_path, monkeypatch, capsys):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)

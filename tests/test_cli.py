@@ -1,9 +1,9 @@
 """The command line: `list`, `train --help`, and bad inputs as one-line errors (exit 2).
 
 Every `train` process imports torch before it reads its config (2 s or more on a busy machine), so only
-three bad inputs, one per stage that can fail (config names, model folder, checkpoint), run as real
-processes, all started at once in one module fixture; every bad input also runs in-process through
-``prover.cli.main``, which is what the process runs.
+three bad inputs, one per stage that can fail (config names, model folder, checkpoint), and a config file
+that is not YAML (an error raised ``from`` its cause) run as real processes, all started at once in one module
+fixture; every bad input also runs in-process through ``prover.cli.main``, which is what the process runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from prover.config import field_help
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("prover")
 
-SUBPROCESS_CASES = ("env", "model", "resume")
+SUBPROCESS_CASES = ("env", "model", "resume", "yaml")
 BAD_TRAIN = {
     # case id: (extra argv after `train`, text the one error line must contain)
     "env": (["env.name=nope"], "unknown env 'nope'"),
@@ -30,14 +30,19 @@ BAD_TRAIN = {
     "model": (["model.path=/nonexistent/folder"], "'/nonexistent/folder' does not exist"),
     "resume": (["--resume"], "no checkpoint"),
     "config": (["--config", "missing.yaml"], "'missing.yaml' does not exist"),
+    # raised `from` the YAML error, whose own text spans several lines: only the one message line is printed
+    "yaml": (["--config", "bad.yaml"], "'bad.yaml' is not valid YAML at line 2"),
     "malformed": (["nonsense"], "'nonsense' is not of the form section.field=value"),
 }
+
+NOT_YAML = "rollout:\n\tgroup_size: 3\n"  # YAML forbids a tab as indentation (line 2)
 
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory):
     """Run every command of this module concurrently; {case: (returncode, stdout, stderr, run_dir)}."""
     root = tmp_path_factory.mktemp("cli")
+    (root / "bad.yaml").write_text(NOT_YAML)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONWARNINGS="ignore")
     commands = {}
     for case in SUBPROCESS_CASES:
@@ -65,6 +70,7 @@ def cli(tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 def test_list_prints_every_registry_and_grpo(cli):
     code, out, err, _ = cli["list"]
     assert code == 0, err
@@ -79,6 +85,7 @@ def test_list_prints_every_registry_and_grpo(cli):
     assert any(line.split()[0] == "hf" for line in engines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)
 def test_bad_input_is_one_error_line_and_exit_code_2(cli, case):
     code, out, err, _ = cli[case]
@@ -90,15 +97,18 @@ def test_bad_input_is_one_error_line_and_exit_code_2(cli, case):
     assert code == 2
 
 
+@pytest.mark.slow
 def test_a_failed_resume_leaves_the_empty_run_folder_empty(cli):
     assert list(cli["resume"][3].iterdir()) == []
 
 
+@pytest.mark.slow
 def test_config_errors_write_nothing(cli):
     assert not cli["env"][3].exists()
     assert not (cli["_root"] / "runs").exists()
 
 
+@pytest.mark.slow
 def test_train_help_lists_every_field_with_its_description(cli):
     code, out, err, _ = cli["help"]
     assert code == 0, err
@@ -116,6 +126,7 @@ def test_main_returns_2_and_prints_one_error_line(capsys, tmp_path, monkeypatch,
     from prover.cli import main
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text(NOT_YAML)
     argv, expect = BAD_TRAIN[case]
     run_dir = tmp_path / "run"
     if case == "resume":
@@ -126,6 +137,21 @@ def test_main_returns_2_and_prints_one_error_line(capsys, tmp_path, monkeypatch,
     assert err.count("\n") == 1 and err.startswith("prover: error: ") and expect in err, err
     if case not in ("model", "resume"):  # refused while reading the config: nothing written
         assert not run_dir.exists() and not (tmp_path / "runs").exists()
+
+
+
+def test_a_config_error_keeps_its_cause_which_the_cli_leaves_out(tmp_path):
+    import yaml
+
+    from prover.config import load_config
+    from prover.errors import ConfigError
+
+    (tmp_path / "bad.yaml").write_text(NOT_YAML)
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "bad.yaml")
+    assert isinstance(err.value.__cause__, yaml.YAMLError)  # kept for a debugger or a traceback in a test
+    # several lines in the cause, one in the message: the "yaml" cases show the CLI prints only the message
+    assert "\n" in str(err.value.__cause__) and "\n" not in str(err.value)
 
 
 def test_resume_reads_the_run_folders_own_config(tmp_path):

@@ -41,14 +41,14 @@ def test_yaml_file_plus_dotted_overrides(tmp_path):
                     "learner:\n  lr: 0.5\n"
                     "credit:\n  name: grpo\n  norm: mean\n")
     cfg = load_config(path, ["rollout.group_size=4", "learner.lr=1e-3", "learner.skip_zero_advantage_rows=false",
-                             "rollout.history_window=2", "env.kwargs.difficulty=hard", "credit.stats=step"])
+                             "rollout.history_window=2", "env.kwargs.scene=full", "credit.stats=step"])
     assert cfg.seed == 3
     assert cfg.rollout.group_size == 4 and type(cfg.rollout.group_size) is int  # the override wins
     assert cfg.rollout.max_turns == 7  # the file's other fields stay
     assert cfg.learner.lr == 1e-3 and type(cfg.learner.lr) is float
     assert cfg.learner.skip_zero_advantage_rows is False
     assert cfg.rollout.history_window == 2
-    assert cfg.env.kwargs == {"difficulty": "hard"}
+    assert cfg.env.kwargs == {"scene": "full"}
     assert cfg.credit.model_extra == {"norm": "mean", "stats": "step"}
     assert cfg.rollout.sampling.max_new_tokens == 24  # untouched defaults survive
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import prover.credit  # noqa: F401  (registers the built-ins)
 from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
@@ -32,7 +31,7 @@ class AlwaysFails:
         for r in requests:
             conts = [Trajectory(f"{r.trajectory.traj_id}@{r.turn}", "t", "", turns=list(r.trajectory.turns))
                      for _ in range(r.n)]
-            out.append(BranchResult(r, np.zeros(r.n, bool), np.zeros(r.n), 0, conts))
+            out.append(BranchResult(r, np.zeros(r.n, bool), 0, conts))
         return out
 
 

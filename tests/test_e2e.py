@@ -22,6 +22,8 @@ from prover.config import load_config
 from prover.judges.random_judge import RandomJudge
 from prover.trainer import Trainer
 
+pytestmark = pytest.mark.slow  # every test here trains the tiny model or runs `prover train`
+
 
 def _history(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -44,7 +44,7 @@ class CountingEngine(Engine):
 
 def test_engine_kwargs_are_checked_against_the_constructor() -> None:
     assert SignatureEngine.validate_kwargs({"width": 4}).width == 4
-    with pytest.raises(ConfigError, match=r"unknown config field 'engine.kwargs.widht' for engine.kwargs 'sig'"):
+    with pytest.raises(ConfigError, match=r"unknown config field 'engine.kwargs.widht' for engine 'sig'"):
         SignatureEngine.validate_kwargs({"widht": 4})
     with pytest.raises(ConfigError, match="engine.kwargs.dtype is set by the run; use model.dtype instead"):
         SignatureEngine.validate_kwargs({"dtype": "float16"})
@@ -53,7 +53,7 @@ def test_engine_kwargs_are_checked_against_the_constructor() -> None:
 def test_engine_kwargs_are_checked_against_config_when_set() -> None:
     assert ConfigEngine("folder").settings.width == 7
     # no name: errors name the class
-    with pytest.raises(ConfigError, match=r"'engine.kwargs.height' for engine.kwargs 'ConfigEngine'"):
+    with pytest.raises(ConfigError, match=r"'engine.kwargs.height' for engine 'ConfigEngine'"):
         ConfigEngine.validate_kwargs({"height": 1})
     with pytest.raises(ConfigError, match="use model.path"):
         ConfigEngine.validate_kwargs({"model_path": "x"})
@@ -89,6 +89,7 @@ def test_prover_exports_the_four_factories() -> None:
         make_env, make_credit, make_judge, make_engine)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["prover", "prover.engines.sglang", "prover.policy", "prover.config"])
 def test_module_loads_without_torch(module: str) -> None:
     code = f"import sys, {module}; print('torch' in sys.modules)"

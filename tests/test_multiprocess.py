@@ -139,6 +139,7 @@ def test_learner_stays_in_step_with_unequal_rows(tiny_policy_dir, tmp_path):
     assert r0["after"] != r0["before"]
 
 
+@pytest.mark.slow
 def test_accelerate_launch_trains_two_processes(tiny_run_overrides, tmp_path):
     """`prover sft` in one process, then `accelerate launch` of `prover train` in two."""
     checks = tmp_path / "checks"

@@ -102,6 +102,7 @@ def _install_alone(plugin: Path, where: Path) -> str:
     return "; ".join(f"{plugin.name}: {p}" for p in problems)
 
 
+@pytest.mark.slow
 def test_each_plugin_installs_alone_next_to_prover_rl(tmp_path: Path) -> None:
     if not _pypi_reachable():
         pytest.skip("pypi.org:443 is unreachable: pip's build isolation fetches setuptools from PyPI")

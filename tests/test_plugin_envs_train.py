@@ -59,6 +59,7 @@ PLUGIN_ENVS = {  # env name -> (its package, the overrides its own tests use)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_name", sorted(PLUGIN_ENVS))
 def test_prover_train_runs_one_step_on_each_plugin_env(env_name, tmp_path, request, capsys):
     package, overrides = PLUGIN_ENVS[env_name]

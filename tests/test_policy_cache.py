@@ -78,6 +78,7 @@ def _prepare(run_dir: Path) -> Path:
     return prepare_policy(cfg, RunDir(cfg), envs, Reporter(quiet=True))
 
 
+@pytest.mark.slow
 def test_a_copied_models_folder_is_reused_in_a_new_run_folder(tmp_path, monkeypatch):
     first = _prepare(tmp_path / "run-a")
     assert first.name.startswith("warmstart-")

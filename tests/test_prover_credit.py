@@ -51,7 +51,7 @@ class ScriptedValues:
         for r in requests:
             v = self.values.get(r.turn, self.default)
             won = np.array([k < round(v * r.n) for k in range(r.n)])
-            out.append(BranchResult(r, won, won.astype(float), 0, []))
+            out.append(BranchResult(r, won, 0, []))
         return out
 
 
@@ -245,6 +245,7 @@ def played(env, seed: int, name: str, choose, max_turns: int) -> Trajectory:
     return traj
 
 
+@pytest.mark.slow
 def test_through_the_real_brancher(tmp_path):
     from prover.branching import Brancher
     from prover.engines.hf import HFEngine

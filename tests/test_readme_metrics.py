@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import prover.credit  # noqa: F401  (registers the built-ins)
 from prover.branching import BranchResult
 from prover.chat import ChatModel, ChatReply
 from prover.config import TrainConfig
@@ -49,7 +48,7 @@ class RisingValues:
             prefix = r.trajectory.turns[:r.turn + 1]
             conts = [Trajectory(f"{r.trajectory.traj_id}@{r.turn}/{k}", r.trajectory.task_id, "",
                                 turns=list(prefix), won=bool(won[k])) for k in range(r.n)]
-            out.append(BranchResult(r, won, won.astype(float), 3 * r.n, conts))
+            out.append(BranchResult(r, won, 3 * r.n, conts))
         return out
 
 

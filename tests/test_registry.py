@@ -1,5 +1,6 @@
 """The Registry's three error paths, lazy entry points, that a broken plugin breaks only itself, that a
-plugin of the wrong kind is refused when loaded, and that two distributions may not claim one name."""
+plugin (or a built-in) of the wrong kind is refused when loaded, that two distributions may not claim one
+name, and that listing every name imports none of the modules behind them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from types import SimpleNamespace
 
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
-from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, ENGINES, ENVS, JUDGES, Registry
+from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, ENGINES, ENVS, JUDGES, RETRIEVERS, Registry
 
 NO_GROUP = "prover.tests-no-such-group"  # a group no distribution declares: known names stay exact
 
@@ -110,6 +111,7 @@ def run_python(code: str, extra_path: Path | None = None, env_off: bool = False)
     return out.stdout
 
 
+@pytest.mark.slow
 def test_import_prover_does_not_read_entry_points() -> None:
     out = run_python("""
         import importlib.metadata as md
@@ -117,16 +119,33 @@ def test_import_prover_does_not_read_entry_points() -> None:
         calls, real = [], md.entry_points
         md.entry_points = lambda *a, **k: calls.append(k) or real(*a, **k)
         import prover
+        print("heavy", [m for m in ("torch", "gymnasium", "prover.envs", "prover.credit") if m in sys.modules])
         from prover import CREDIT, ENVS, Registry
-        ENVS.register("mine", dict)
-        assert ENVS.get("mine") is dict and "mine" in ENVS and "alfworld-sim" in ENVS
+        from prover.envs import TextEnv
+        class Mine(TextEnv):
+            pass
+        ENVS.register("mine", Mine)
+        assert ENVS.get("mine") is Mine and "mine" in ENVS and "alfworld-sim" in ENVS
         Registry("env", "prover.envs")
         print("before", calls, "prover_textmaze" in sys.modules)
         ENVS.names()
         print("after", calls, "prover_textmaze" in sys.modules)
     """)
+    assert "heavy []" in out  # not even the env contract (gymnasium)
     assert "before [] False" in out
     assert "after [{'group': 'prover.envs'}] False" in out  # listing reads metadata, imports nothing
+
+
+def test_the_four_factories_are_exported_without_importing_torch() -> None:
+    out = run_python("""
+        import sys
+        import prover
+        from prover import make_credit, make_engine, make_env, make_judge
+        print([f.__module__ for f in (make_env, make_credit, make_judge, make_engine)], "torch" in sys.modules)
+        print(sorted(set(prover.__all__) & {"make_env", "make_credit", "make_judge", "make_engine"}))
+    """)
+    assert "['prover.envs', 'prover.credit', 'prover.judges', 'prover.engines'] False" in out
+    assert "['make_credit', 'make_engine', 'make_env', 'make_judge']" in out
 
 
 @pytest.fixture
@@ -171,6 +190,7 @@ def test_a_broken_plugin_only_breaks_its_own_lookup(on_path: Path) -> None:
     assert reg.get("textmaze").__name__ == "TextMazeEnv"
 
 
+@pytest.mark.slow
 def test_a_broken_plugin_does_not_break_a_fresh_process(fake_plugin: Path) -> None:
     out = run_python("""
         from prover import make_env
@@ -187,6 +207,7 @@ def test_a_broken_plugin_does_not_break_a_fresh_process(fake_plugin: Path) -> No
     assert "good: GoodEnv" in out and "maze: TextMazeEnv" in out
 
 
+@pytest.mark.slow
 def test_autoload_switch_turns_discovery_off(on_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(AUTOLOAD_OFF_VAR, "1")
     reg = Registry("env", "prover.envs")
@@ -257,7 +278,8 @@ def test_an_entry_point_of_the_wrong_kind_names_the_plugin_and_its_distribution(
 
 
 @pytest.mark.parametrize("registry, base", [(ENVS, "prover.envs.TextEnv"), (CREDIT, "prover.credit.CreditAssigner"),
-                                            (JUDGES, "prover.judges.Judge"), (ENGINES, "prover.engines.base.Engine")])
+                                            (JUDGES, "prover.judges.Judge"), (ENGINES, "prover.engines.base.Engine"),
+                                            (RETRIEVERS, "prover.retrieval.base.Retriever")])
 def test_each_kind_refuses_a_module_object_string_of_the_wrong_kind(registry, base) -> None:
     with pytest.raises(PluginLoadError) as err:
         registry.get("json:JSONDecoder")
@@ -276,4 +298,83 @@ def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_
     assert main(["train", *TINY_RUN, "steps=0", "warmstart.enabled=false", override, f"run.dir={run}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("prover: error: ") and "plugin must be one" in err[0], err
+    assert not run.exists()
+
+
+# -- built-ins: one table per registry, nothing registered by an import ---------------------------
+# Every built-in the README names, by kind: written out here, not read from the registries.
+BUILTINS = {
+    "envs": ["alfworld-sim", "alfworld-sim-v1", "webshop-sim", "searchqa-sim", "pivot-sim", "gymnasium",
+             "gymnasium-deterministic"],
+    "credit": ["grpo", "budget-matched-grpo", "gigpo", "spo-chain", "spo-tree", "prover", "criticsearch"],
+    "judges": ["contrast", "text-contrast", "random", "litellm", "local"],
+    "engines": ["hf", "sglang"],
+    "retrievers": ["bm25", "dense", "pyserini"],
+}
+# what a name stands for, none of which listing may import (the plugin packages too: entry points stay unread)
+NOT_IMPORTED = ["torch", "transformers", "litellm", "gymnasium", "bm25s", "prover_textmaze", "prover.envs",
+                "prover.envs.alfworld_sim", "prover.envs.gym", "prover.credit", "prover.credit.grpo",
+                "prover.credit.criticsearch", "prover.judges.contrast", "prover.judges.random_judge",
+                "prover.judges.agentic", "prover.engines", "prover.engines.hf", "prover.engines.sglang",
+                "prover.retrieval", "prover.retrieval.bm25", "prover.trainer"]
+
+
+def test_prover_list_shows_every_builtin_and_imports_none_of_them() -> None:
+    out = run_python(f"""
+        import contextlib, io, json, sys
+        from prover.cli import cmd_list
+        with contextlib.redirect_stdout(io.StringIO()) as listing:
+            assert cmd_list(None) == 0
+        print(json.dumps({{"listing": listing.getvalue(),
+                          "imported": [m for m in {NOT_IMPORTED!r} if m in sys.modules]}}))
+    """)
+    result = json.loads(out)
+    assert result["imported"] == []
+    sections: dict[str, list[str]] = {}
+    for line in result["listing"].splitlines():
+        if not line.startswith(" "):
+            sections[line.rstrip(":")] = []
+        elif not line.startswith("      "):  # a judge's summary is indented further
+            sections[list(sections)[-1]].append(line.split()[0])
+    assert list(sections) == list(BUILTINS)
+    for kind, names in BUILTINS.items():
+        assert set(names) <= set(sections[kind]), (kind, sections[kind])
+    # the judge summaries are read from the judges' source, not their import
+    assert "hidden state no agent or LLM judge sees" in result["listing"]
+
+
+@pytest.mark.parametrize("kind", list(BUILTINS))
+def test_every_builtin_loads_and_keeps_its_contract(kind: str) -> None:
+    from prover.registry import REGISTRIES
+
+    registry = REGISTRIES[kind]
+    assert sorted(registry.builtins) == sorted(BUILTINS[kind])
+    for name in BUILTINS[kind]:
+        assert isinstance(registry.get(name), type), name  # get() refuses a class of the wrong kind
+
+
+# a built-in's target pointed at a class of another kind: (registry, name, wrong target, the class's dotted name)
+WRONG_BUILTINS = [(CREDIT, "grpo", "prover.judges.random_judge:RandomJudge", "prover.judges.random_judge.RandomJudge"),
+                  (JUDGES, "contrast", "prover.credit.grpo:GRPO", "prover.credit.grpo.GRPO"),
+                  (ENVS, "alfworld-sim", "collections:OrderedDict", "collections.OrderedDict")]
+
+
+@pytest.mark.parametrize("registry, name, target, dotted", WRONG_BUILTINS, ids=[w[1] for w in WRONG_BUILTINS])
+def test_a_builtin_of_the_wrong_kind_is_one_line(registry, name, target, dotted, monkeypatch, tmp_path,
+                                                 capsys) -> None:
+    from conftest import TINY_RUN
+    from prover.cli import main
+
+    entry = next(e for e in registry.entries() if e.name == name)
+    monkeypatch.setattr(entry, "target", target)
+    monkeypatch.setattr(entry, "loaded", None)  # forget an earlier test's load of the real class
+    for _ in range(2):  # the refused object is not cached as a success
+        with pytest.raises(PluginLoadError) as err:
+            registry.get(name)
+        assert str(err.value).startswith(f"{registry.kind} {name!r} (from code): {dotted} is not a ")
+    key = {"credit assigner": "credit.name", "judge": "judge.name", "env": "env.name"}[registry.kind]
+    run = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "steps=0", "warmstart.enabled=false", f"{key}={name}", f"run.dir={run}"]) == 2
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and err_lines[0].startswith(f"prover: error: {registry.kind} {name!r}"), err_lines
     assert not run.exists()

@@ -45,6 +45,22 @@ def test_bm25_default_cache_dir_follows_the_environment(tmp_path, monkeypatch):
     assert BM25Retriever(CORPUS, cache_dir=False).index_dir is None
 
 
+def test_retrievers_are_a_registry_of_their_own(tmp_path):
+    from prover.errors import ConfigError, PluginLoadError
+    from prover.registry import REGISTRIES
+    from prover.retrieval import RETRIEVERS, make_retriever
+
+    assert REGISTRIES["retrievers"] is RETRIEVERS and RETRIEVERS.group == "prover.retrievers"
+    by_string = make_retriever("prover.retrieval.bm25:BM25Retriever", CORPUS, cache_dir=tmp_path)
+    assert type(by_string) is BM25Retriever and by_string.search("Amber Tide director", 1)[0].id == "d3"
+    with pytest.raises(PluginLoadError) as wrong:  # a class without search/search_many
+        make_retriever("collections:OrderedDict", CORPUS)
+    assert str(wrong.value).startswith("retriever 'collections:OrderedDict' (from module:Object string): "
+                                       "collections.OrderedDict does not implement prover.retrieval.base.Retriever")
+    with pytest.raises(ConfigError, match=r"unknown retriever 'bm52'; choose one of \[.*'bm25'.*did you mean 'bm25'"):
+        make_retriever("bm52", CORPUS)
+
+
 def test_format_documents_is_search_r1s():
     text = format_documents(CORPUS[:2])
     assert text.startswith('Doc 1(Title: "Velmora") Velmora is a port city')

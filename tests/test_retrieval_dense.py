@@ -25,6 +25,7 @@ from retrieval_corpus import CORPUS
 pytestmark = pytest.mark.usefixtures("index_cache")
 
 
+@pytest.mark.slow
 def test_dense_finds_the_gold_passage_of_searchqa_questions(tmp_path):
     """Each single-hop question's answer is stated in exactly one passage (kb.evidence); the natural
     question, with no query engineering, must bring that passage into the top 3."""
@@ -39,6 +40,7 @@ def test_dense_finds_the_gold_passage_of_searchqa_questions(tmp_path):
     assert not missed, f"gold passage not in the top 3 for {missed}"
 
 
+@pytest.mark.slow
 def test_dense_ranking_is_cosine_similarity(tmp_path):
     """faiss's flat inner product over normalised vectors must rank exactly as cosine similarity,
     computed here with numpy from unnormalised embeddings."""
@@ -54,6 +56,7 @@ def test_dense_ranking_is_cosine_similarity(tmp_path):
     assert expected[0] == "d1"  # the textile company, with no word shared with the query
 
 
+@pytest.mark.slow
 def test_dense_index_is_cached_by_content_and_not_re_encoded(tmp_path):
     first = DenseRetriever(CORPUS, cache_dir=tmp_path)
     assert (not first.loaded_from_cache, first.encoded_passages) == (True, len(CORPUS))
@@ -77,6 +80,7 @@ def test_dense_index_is_cached_by_content_and_not_re_encoded(tmp_path):
     assert DenseRetriever(CORPUS, cache_dir=False).index_dir is None
 
 
+@pytest.mark.slow
 def test_dense_top_k_bounds_and_blank_queries(tmp_path):
     retriever = DenseRetriever(CORPUS, cache_dir=tmp_path)
     everything = retriever.search("lighthouse", 50)  # k is clamped to the corpus
@@ -112,6 +116,7 @@ def test_unknown_backend_is_a_config_error_with_the_closest_name():
         SearchqaSimEnv(retriever="elastic")
 
 
+@pytest.mark.slow
 def test_searchqa_sim_runs_on_dense_retrieval(tmp_path):
     env = SearchqaSimEnv(retriever="dense", cache_dir=tmp_path, n_kbs=1)  # one base to embed
     wins = 0
@@ -133,6 +138,7 @@ def test_searchqa_sim_runs_on_dense_retrieval(tmp_path):
     assert env.state_key()[1] == ("Velmora, port?",) and bm25_env.state_key()[1] == ("velmora port",)
 
 
+@pytest.mark.slow
 def test_importing_prover_loads_no_retrieval_backend():
     code = ("import sys, prover, prover.retrieval, prover.envs.searchqa_sim; "
             "print(sorted(m for m in ('faiss', 'sentence_transformers', 'pyserini', 'jnius', 'bm25s') "

@@ -39,7 +39,13 @@ def _not_a_text_env_class():
 
 BAD_STARTS = {
     # id: (overrides, text of the one error line)
-    "env kwargs typo": (["env.kwargs.n_layoutz=3"], "rejected its arguments"),
+    # a bad setting of each plugin kind, checked when the config loads (prover/plugin_config.py)
+    "env kwargs typo": (["env.kwargs.n_layoutz=3"], ("unknown config field 'env.kwargs.n_layoutz' for env "
+                                                     "'alfworld-sim'")),
+    "engine kwargs typo": (["engine.kwargs.batch_sise=4"], ("unknown config field 'engine.kwargs.batch_sise' for "
+                                                           "engine 'hf'")),
+    "credit setting": (["credit.name=grpo", "credit.norm=median"], "config field 'credit.norm' of credit 'grpo'"),
+    "judge setting": (["judge.name=contrast", "judge.align=smell"], "config field 'judge.align' of judge 'contrast'"),
     "env argument": (["env.kwargs.max_steps=-1"], "max_steps=-1 must be at least 1"),
     "eval split": (["eval.split=validation"], "unknown split 'validation'"),
     "model folder is a file": (["model.path={file}"], "is a file"),
@@ -90,6 +96,7 @@ def test_an_empty_run_dir_is_refused_before_the_current_folder_is_touched(tmp_pa
     assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 0}\n' and (tmp_path / "checkpoints").is_dir()
 
 
+@pytest.mark.slow
 def test_a_fresh_start_moves_the_old_run_aside(tmp_path, capsys):
     from conftest import TINY_RUN
 
@@ -125,6 +132,7 @@ def _wait_for_lock(folder: Path, proc: subprocess.Popen) -> None:
     raise AssertionError("the first trainer never took the lock")
 
 
+@pytest.mark.slow
 def test_one_writer_per_run_folder_and_a_killed_writers_lock_is_taken_over(tmp_path, capsys):
     from conftest import TINY_RUN
 
@@ -200,6 +208,7 @@ def _groups(folder: Path) -> list[dict]:
     return [json.loads(ln) for ln in (folder / "groups.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_an_env_that_raises_or_pays_nan_ends_its_episodes_as_failed_env_errors(tmp_path):
     from conftest import TINY_RUN
     from prover.config import load_config
@@ -257,6 +266,7 @@ class NaNCredit:
             return adv
 
 
+@pytest.mark.slow
 def test_non_finite_advantages_never_reach_the_weights_and_stop_the_run(tmp_path, capsys):
     import torch
     from safetensors.torch import load_file
@@ -280,6 +290,7 @@ def test_non_finite_advantages_never_reach_the_weights_and_stop_the_run(tmp_path
 
 # -- resume after a torn file or a damaged checkpoint ------------------------------------------------------
 
+@pytest.mark.slow
 def test_resume_survives_a_torn_groups_file_and_falls_back_from_a_damaged_checkpoint(tmp_path, capsys):
     from conftest import TINY_RUN
 
@@ -303,6 +314,7 @@ def test_resume_survives_a_torn_groups_file_and_falls_back_from_a_damaged_checkp
     assert groups == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_is_one_line_naming_each_damage(tmp_path, capsys):
     from conftest import TINY_RUN
 
@@ -342,6 +354,7 @@ def _one_line(capsys) -> str:
     return err[0]
 
 
+@pytest.mark.slow
 def test_run_folders_that_cannot_be_written_are_one_line(tmp_path, mounted, capsys):
     (tmp_path / "afile").write_text("x")
     assert main(["train", f"run.dir={tmp_path / 'afile'}", "steps=1"]) == 2
@@ -366,6 +379,7 @@ def test_view_into_a_read_only_folder_and_a_non_utf8_config_are_one_line(finishe
     assert "is not UTF-8 text" in _one_line(capsys)
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_stays(tmp_path, mounted, capsys):
     from conftest import TINY_RUN
 

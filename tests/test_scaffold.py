@@ -72,6 +72,7 @@ def scaffolded(tmp_path_factory) -> dict:
     return results
 
 
+@pytest.mark.slow
 def test_prover_list_shows_each_plugin_from_its_entry_point(scaffolded) -> None:
     code, out = scaffolded["list"]
     assert code == 0, out
@@ -81,6 +82,7 @@ def test_prover_list_shows_each_plugin_from_its_entry_point(scaffolded) -> None:
         assert [name, "entry", "point", f"({dist}", "0.1.0)"] in [row[:5] for row in lines], (kind, out)
 
 
+@pytest.mark.slow
 def test_each_package_passes_its_own_tests(scaffolded) -> None:
     code, out = scaffolded["own tests"]
     assert code == 0, out
@@ -99,6 +101,7 @@ def run_record(run: Path) -> tuple[dict, dict]:
     return config, train[0]
 
 
+@pytest.mark.slow
 def test_one_training_step_uses_the_env_and_credit_method_by_name(scaffolded) -> None:
     code, out = scaffolded["train credit"]
     assert code == 0, out
@@ -108,6 +111,7 @@ def test_one_training_step_uses_the_env_and_credit_method_by_name(scaffolded) ->
     assert "credit/mean_abs_advantage" in step  # logged by the plugin's own assign
 
 
+@pytest.mark.slow
 def test_one_prover_step_uses_the_judge_by_name(scaffolded) -> None:
     code, out = scaffolded["train judge"]
     assert code == 0, out

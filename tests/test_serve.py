@@ -157,6 +157,7 @@ def test_bad_input_is_one_line_exit_2(case, model_dir, tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("prover: error: ") and expect in err, err
 
 
+@pytest.mark.slow
 def test_bad_input_from_the_console_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "prover.cli", "serve", "--model", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=120)
@@ -227,6 +228,7 @@ def _wait_gone(pid: int, timeout: float = 30) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; a scheduler or a trap
 def test_start_wait_healthy_and_stop(stop_signal, fake_sglang, model_dir, tmp_path):
     fake_dir, record = fake_sglang
@@ -250,6 +252,7 @@ def test_start_wait_healthy_and_stop(stop_signal, fake_sglang, model_dir, tmp_pa
         assert not healthy(f"http://127.0.0.1:{p}", timeout_s=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exit", "sick"])
 def test_a_server_that_fails_is_one_line_naming_its_log(mode, fake_sglang, model_dir, tmp_path):
     fake_dir, record = fake_sglang
@@ -267,6 +270,7 @@ def test_a_server_that_fails_is_one_line_naming_its_log(mode, fake_sglang, model
     assert _wait_gone(pid), "the failed server was left running"
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_later_stops_the_others(fake_sglang, model_dir, tmp_path):
     fake_dir, record = fake_sglang
     port = free_port()
@@ -312,6 +316,7 @@ def sglang_venv(tmp_path_factory):
     return root / "sglang-venv", spec, notes
 
 
+@pytest.mark.slow
 def test_the_sglang_venv_is_created_once_and_serves(sglang_venv, model_dir, tmp_path):
     """The default path: a venv of its own, `pip install <--sglang>` into it, servers started from it."""
     venv, spec, notes = sglang_venv
@@ -328,6 +333,7 @@ def test_the_sglang_venv_is_created_once_and_serves(sglang_venv, model_dir, tmp_
     assert launched["argv"][:2] == ["--model-path", str(model_dir)]
 
 
+@pytest.mark.slow
 def test_a_failed_install_names_its_log_and_keeps_the_old_one(sglang_venv, tmp_path):
     from prover.errors import EngineError
 

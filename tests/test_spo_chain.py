@@ -44,7 +44,7 @@ class ScriptedValues:
         for r in requests:
             v = self.values[(r.trajectory.traj_id, r.turn)]
             won = np.array([k < round(v * r.n) for k in range(r.n)])
-            out.append(BranchResult(r, won, won.astype(float), 0, []))
+            out.append(BranchResult(r, won, 0, []))
         return out
 
 

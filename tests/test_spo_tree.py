@@ -84,7 +84,7 @@ class ScriptedTree:
             kids = self.children[(r.trajectory.traj_id, r.turn)]
             assert len(kids) == r.n
             won = np.array([k.won for k in kids])
-            out.append(BranchResult(r, won, won.astype(float), 0, kids))
+            out.append(BranchResult(r, won, 0, kids))
         return out
 
 

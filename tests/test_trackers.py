@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from conftest import TINY_RUN
 
-import prover.credit  # noqa: F401  (registers the built-in credit methods, which the run folder's config names)
 from prover.cli import main
 from prover.config import TrainConfig
 from prover.run import RunDir
@@ -53,6 +52,7 @@ def _needs(module: str):
 
 # -- (a) a real tiny run, read back with TensorBoard's own reader ---------------------------------------
 
+@pytest.mark.slow
 @_needs("tensorboard")
 def test_a_tiny_run_sends_every_metrics_row_to_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -120,6 +120,7 @@ def _finished_wandb_log(path: Path) -> list:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 @_needs("wandb")
 def test_wandb_offline_writes_under_the_run_folder_and_no_secret(tmp_path, monkeypatch):
     for var, value in {"WANDB_MODE": "offline", "WANDB_API_KEY": SECRETS[0], "WANDB_CONFIG_DIR": str(tmp_path / "cfg"),

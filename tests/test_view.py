@@ -123,6 +123,7 @@ def test_the_browser_test_skips_naming_each_missing_piece(monkeypatch, present, 
     assert browser_missing() == reason
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(hand_run, tmp_path):
     if reason := browser_missing():
         pytest.skip(reason)
@@ -179,7 +180,7 @@ class FixedValues:
 
     def continue_from(self, requests, seed=0):
         rate = {1: 0.25, 3: 0.75}
-        return [BranchResult(r, np.array([k < rate[r.turn] * r.n for k in range(r.n)]), np.zeros(r.n), 0, [])
+        return [BranchResult(r, np.array([k < rate[r.turn] * r.n for k in range(r.n)]), 0, [])
                 for r in requests]
 
 
@@ -208,6 +209,7 @@ def test_prover_exposes_checked_segments_and_groups_keep_them(make_batch):
     json.dumps(kept)  # JSON-ready
 
 
+@pytest.mark.slow
 def test_a_tiny_run_keeps_groups_and_its_report_renders(tiny_run_overrides, tmp_path):
     from prover.trainer import Trainer
 

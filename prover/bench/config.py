@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.config import parse_override
-from prover.errors import ConfigError
+from prover.config import read_tree
+from prover.errors import ConfigError, validation_line
 
 
 class MethodSpec(BaseModel):
@@ -108,39 +107,12 @@ class BenchConfig(BaseModel):
         return Path(self.out or self.dir)
 
 
-def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    *parents, last = dotted.split(".")
-    for k in parents:
-        tree = tree.setdefault(k, {})
-        if not isinstance(tree, dict):
-            raise ConfigError(f"bench override {dotted!r}: {k!r} is a value, not a section")
-    tree[last] = value
-
-
 def load_bench_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> BenchConfig:
     """A bench YAML file (optional) plus dotted overrides (``steps=2``, ``seeds=[0]``,
-    ``common.rollout.group_size=4``); a one-line ConfigError on any problem."""
-    tree: Any = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"bench config {str(p)!r} does not exist")
-        try:
-            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except UnicodeDecodeError:
-            raise ConfigError(f"bench config {str(p)!r} is not UTF-8 text") from None
-        except yaml.YAMLError:
-            raise ConfigError(f"bench config {str(p)!r} is not valid YAML") from None
-        if not isinstance(tree, dict):
-            raise ConfigError(f"bench config {str(p)!r} must hold a mapping, not {type(tree).__name__}")
-    for text in overrides:
-        _set_dotted(tree, *parse_override(text))
+    ``common.rollout.group_size=4``), read as `prover train` reads its config; a one-line ConfigError on any
+    problem."""
+    tree = read_tree(path, overrides, what="bench config")
     try:
         return BenchConfig.model_validate(tree)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            raise ConfigError(f"unknown bench field {where!r}; see `prover bench --help`") from None
-        msg = err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"bench field {where!r}: {msg} (got {err.get('input')!r})") from None
+        raise ConfigError(validation_line(exc, what="bench field", unknown="; see `prover bench --help`")) from exc

@@ -160,9 +160,6 @@ def settings_hash(cfg: TrainConfig, start: str = "") -> str:
 
 
 def _check_names(bench: BenchConfig) -> None:
-    import prover.credit  # noqa: F401  (registers the built-ins)
-    import prover.envs  # noqa: F401
-    import prover.judges  # noqa: F401  (registers the built-in judges)
     from prover.registry import CREDIT, ENVS, JUDGES
 
     for env in bench.envs:
@@ -189,7 +186,7 @@ def _named(resolve: Any, where: str) -> None:
     try:
         resolve()
     except ProverError as exc:
-        raise type(exc)(f"bench {where}: {exc}") from None
+        raise type(exc)(f"bench {where}: {exc}") from exc
 
 
 def plan(bench: BenchConfig) -> Plan:
@@ -281,7 +278,7 @@ def _cell_config(tree: dict, where: str) -> TrainConfig:
     try:
         return config_from_tree(copy.deepcopy(tree))
     except ProverError as exc:
-        raise type(exc)(f"bench cell {where}: {exc}") from None
+        raise type(exc)(f"bench cell {where}: {exc}") from exc
 
 
 def _judge_used(cfg: TrainConfig, m: MethodSpec) -> None:

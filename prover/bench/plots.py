@@ -50,8 +50,8 @@ def plot_env(results: list[CellResult], methods: list[str], env: str, out: Path)
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
-    except ImportError:
-        raise ConfigError(f"learning curves need matplotlib: {INSTALL_HINT}") from None
+    except ImportError as exc:
+        raise ConfigError(f"learning curves need matplotlib: {INSTALL_HINT}") from exc
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
     panels = [("train", "rollout/success", "training rollouts"),
               ("eval", "eval/success", "held-out evaluation")]

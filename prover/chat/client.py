@@ -203,7 +203,7 @@ class LiteLLMChat(ChatModel):
             text = msg.content if isinstance(msg.content, str) else ""
         except (AttributeError, IndexError, TypeError) as exc:
             raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}", "empty",
-                            attempts) from None
+                            attempts) from exc
         usage = getattr(resp, "usage", None)
         return ChatReply(text, calls, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                          completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),

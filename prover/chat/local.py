@@ -177,7 +177,7 @@ class LocalChat(ChatModel):
         try:
             prompt = self.encode(messages, tools)
         except Exception as exc:  # a template that rejects these messages is this model's failure
-            raise ChatError(f"{self.name}: the chat template could not render the request: {exc}") from None
+            raise ChatError(f"{self.name}: the chat template could not render the request: {exc}") from exc
         if self.max_context and len(prompt) + s.max_new_tokens > self.max_context:
             raise ChatError(f"{self.name}: prompt of {len(prompt)} tokens plus max_new_tokens={s.max_new_tokens} "
                             f"exceeds the model's context of {self.max_context}")
@@ -188,7 +188,7 @@ class LocalChat(ChatModel):
                 processors = self.grammar(schema) if constrained else None
                 gen = self.engine.generate([prompt], params, seed=self._calls, logits_processor=processors)[0]
             except RuntimeError as exc:  # out of memory and the like (xgrammar's errors too): this request failed
-                raise ChatError(f"{self.name}: generation failed: {str(exc).splitlines()[0][:200]}") from None
+                raise ChatError(f"{self.name}: generation failed: {str(exc).splitlines()[0][:200]}") from exc
         text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=False)
         for mark in END_MARKS:
             text = text.replace(mark, "")

@@ -1,11 +1,9 @@
-"""Credit assigners: the contract (``base``) and one file per method, each registered by name."""
+"""Credit assigners: the contract (``base``) and one file per method, each named in ``CREDIT``'s built-ins
+(prover/registry.py) and imported only when asked for by name."""
 
 from __future__ import annotations
 
 from prover.credit.base import CreditAssigner, CreditContext
-from prover.credit import budget_matched_grpo, gigpo, grpo, spo_chain, spo_tree  # noqa: F401  (each registers its name)
-from prover.credit import prover  # noqa: F401
-from prover.credit import criticsearch  # noqa: F401  (registers its name)
 from prover.registry import CREDIT
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from prover.errors import CapabilityError, ConfigError
+from prover.plugin_config import Configurable
 from prover.types import Advantages, Batch, Group, Trajectory
 
 if TYPE_CHECKING:
@@ -44,8 +45,9 @@ class WinRangeConfig(MethodConfig):
                                     "see credit/base.py win_range); null takes it as absolute win counts.")
 
 
-class CreditAssigner:
-    """Base class. Subclasses set ``Config`` and implement ``assign``."""
+class CreditAssigner(Configurable):
+    """Base class. Subclasses set ``Config`` and implement ``assign``; the settings rule is every plugin's
+    (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     needs_snapshots: ClassVar[bool] = False  # branches from recorded states (refused on envs without snapshots)
@@ -56,10 +58,8 @@ class CreditAssigner:
 
     @classmethod
     def parse_config(cls, train_cfg: "TrainConfig") -> MethodConfig:
-        from prover.config import parse_plugin_config
-
-        return parse_plugin_config(cls.Config, dict(train_cfg.credit.model_extra or {}), "credit",
-                                   train_cfg.credit.name)
+        """The method's own fields of the ``credit:`` section (``parse_settings``: one line on a bad one)."""
+        return cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit", train_cfg.credit.name)
 
     @classmethod
     def validate_config(cls, train_cfg: "TrainConfig") -> None:

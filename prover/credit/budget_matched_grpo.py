@@ -37,7 +37,6 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from prover.credit.grpo import GRPO, GRPOConfig
-from prover.registry import CREDIT
 
 
 class BudgetMatchedConfig(GRPOConfig):
@@ -90,7 +89,6 @@ def spread(total: int, n_tasks: int) -> list[int]:
     return [base + (i < extra) for i in range(n_tasks)]
 
 
-@CREDIT.register("budget-matched-grpo")
 class BudgetMatchedGRPO(GRPO):
     Config = BudgetMatchedConfig
 

@@ -47,7 +47,7 @@ from prover.chat import (ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, Loc
                          assistant_message, count_reply, find_json_object, render_trajectory)
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
-from prover.registry import CREDIT
+from prover.errors import validation_line
 from prover.types import Advantages, Batch, Group, JudgeUsage, Trajectory
 
 CRITIC_SYSTEM = """You are a critic of an agent's episode. You know how it ended and how a successful \
@@ -121,8 +121,7 @@ def read_labels(text: str, n_turns: int) -> list[bool] | str:
     try:
         labels = CriticAnswer.model_validate(raw).labels
     except ValidationError as exc:
-        err = exc.errors()[0]
-        return f"labels: {err['msg']} (got {err.get('input')!r})"
+        return validation_line(exc, what="", at="labels")
     if len(labels) != n_turns:
         return f"{len(labels)} labels for {n_turns} turns; give exactly one per turn"
     return [label == "Good" for label in labels]
@@ -142,7 +141,6 @@ def turn_credit(good: list[bool], eps: float) -> np.ndarray:
     return g / (g.sum() + eps)
 
 
-@CREDIT.register("criticsearch")
 class CriticSearch(CreditAssigner):
     needs_groups = True
     Config = CriticSearchConfig

@@ -49,7 +49,6 @@ from pydantic import Field
 
 from prover.credit.base import CreditAssigner, CreditContext, MethodConfig
 from prover.credit.grpo import Rows, batch_rows, broadcast_rows, segment_stats
-from prover.registry import CREDIT
 from prover.types import Advantages, Batch
 
 
@@ -182,7 +181,6 @@ def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig) 
     return episode + cfg.omega * step
 
 
-@CREDIT.register("gigpo")
 class GiGPO(CreditAssigner):
     Config = GiGPOConfig
     needs_groups = True

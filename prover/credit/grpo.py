@@ -44,7 +44,6 @@ import torch
 from pydantic import Field
 
 from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, trajectory_score
-from prover.registry import CREDIT
 from prover.types import Advantages, Batch, Group, Turn
 
 if TYPE_CHECKING:
@@ -174,7 +173,6 @@ def broadcast_rows(batch: Batch, rows: Rows, values: np.ndarray) -> list[list[li
     return out
 
 
-@CREDIT.register("grpo")
 class GRPO(CreditAssigner):
     Config = GRPOConfig
     needs_groups = True

@@ -50,7 +50,6 @@ from prover.credit.verification import Boundaries, verify, verify_metrics
 from prover.errors import ConfigError
 from prover.judges.base import can_yield_segment, validate_segment
 from prover.judges.health import FailureWatch, judge_metrics, reason_text
-from prover.registry import CREDIT
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest, JudgeUsage
 
@@ -69,8 +68,8 @@ class ProVerConfig(GRPOConfig, WinRangeConfig):
     verify: Literal["fixed", "adaptive"] = Field("fixed", description="'fixed': K continuations from each boundary "
                                                  "(ProVer); 'adaptive': rounds that stop once the decision is "
                                                  "settled, K at most (credit/verification.py).")
-    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verify=adaptive: stop when P(V_post > V_pre) is "
-                              "above this (accept) or below 1 minus it (reject).")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verify=adaptive: the level of the whole sequential "
+                              "decision; each round's test gets an equal share of 1 minus it (credit/verification.py).")
     round_size: int = Field(2, ge=1, description="verify=adaptive: continuations per boundary per round.")
     free_samples: bool = Field(False, description="Count the group's own trajectories that stood in a boundary "
                                "state as samples of its value, and branch only for the rest of K.")
@@ -92,7 +91,6 @@ def pick_target(group: Group, how: str, seed: str) -> int:
     return min(wins, key=lambda i: (sign * len(group.trajectories[i].turns), i))
 
 
-@CREDIT.register("prover")
 class ProVer(GRPO):
     Config = ProVerConfig
     needs_snapshots = True

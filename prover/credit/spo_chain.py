@@ -42,7 +42,6 @@ from pydantic import Field, model_validator
 
 from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
-from prover.registry import CREDIT
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Trajectory
 
@@ -92,7 +91,6 @@ def state_of(gi: int, traj: Trajectory, turn: int) -> tuple:
     return gi, tuple(t.action for t in traj.turns[:turn])
 
 
-@CREDIT.register("spo-chain")
 class SPOChain(CreditAssigner):
     Config = SPOChainConfig
     needs_snapshots = True

@@ -41,7 +41,6 @@ from pydantic import Field
 from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, broadcast, in_win_range
 from prover.credit.spo_chain import SPOSharedConfig, probability_mask, whiten
-from prover.registry import CREDIT
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Group, Trajectory
 
@@ -111,7 +110,6 @@ def edges(node: Node, mode: str) -> list[tuple[Trajectory, int, float]]:
     return out
 
 
-@CREDIT.register("spo-tree")
 class SPOTree(CreditAssigner):
     Config = SPOTreeConfig
     needs_snapshots = True

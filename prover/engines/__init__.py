@@ -1,4 +1,4 @@
-"""Inference engines, each a subclass of ``base.Engine``, registered by name."""
+"""Inference engines, each a subclass of ``base.Engine``, named in ``ENGINES``'s built-ins (prover/registry.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from typing import Any
 
 from prover.engines.base import Engine
 from prover.registry import ENGINES
-
-ENGINES.register("hf", "prover.engines.hf:HFEngine")
-ENGINES.register("sglang", "prover.engines.sglang:SGLangEngine")
 
 
 def make_engine(name: str, model_path: str | Path, **kwargs: Any) -> Engine:

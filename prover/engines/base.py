@@ -14,8 +14,10 @@ ids with their log-probs back; nothing is re-tokenized. After each learner updat
     The policy's tokenizer (a ``transformers`` tokenizer with a chat template).
 
 The run builds an engine as ``Engine(model_path, dtype=model.dtype, **engine.kwargs)``. What every
-engine has from this base: ``validate_kwargs`` (``engine.kwargs`` checked when the config loads),
-``take_counts`` (no counts) and ``close`` (nothing to release).
+engine has from this base: its settings (``engine.kwargs``) under the one rule of every plugin kind
+(``prover.plugin_config.Configurable``: ``Config``, derived from the constructor unless declared, checked
+by ``validate_kwargs`` when the config loads), ``take_counts`` (no counts) and ``close`` (nothing to
+release).
 """
 
 from __future__ import annotations
@@ -23,19 +25,18 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel
 
+from prover.plugin_config import Configurable
 from prover.types import Generation, SamplingParams
 
 
-class Engine:
+class Engine(Configurable):
     """Base class. Subclasses implement ``generate``, ``logprobs`` and ``update_weights``, set
-    ``tokenizer``, and may set ``Config`` (the pydantic model of their ``engine.kwargs``)."""
+    ``tokenizer``, and may set ``Config`` (the pydantic model of their ``engine.kwargs``; without one it is
+    derived from the constructor's keyword arguments, less ``RUN_ARGS``)."""
 
     tokenizer: Any
     name: ClassVar[str] = ""  # how config errors name the engine; the class name when empty
-    # None: ``engine.kwargs`` are checked against the constructor's keyword arguments (less RUN_ARGS)
-    Config: ClassVar[type[BaseModel] | None] = None
     # set by the run from model.path / model.dtype, never through engine.kwargs
     RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.dtype"}
 
@@ -43,14 +44,7 @@ class Engine:
     def validate_kwargs(cls, kwargs: dict[str, Any]) -> Any:
         """``engine.kwargs`` checked when the config loads, so a typo is one ConfigError naming the field,
         not a TypeError after the warm start; returns the parsed settings."""
-        from prover.config import parse_plugin_config
-        from prover.errors import ConfigError
-
-        for key, where in cls.RUN_ARGS.items():
-            if key in kwargs:
-                raise ConfigError(f"engine.kwargs.{key} is set by the run; use {where} instead")
-        model = cls.Config if cls.Config is not None else kwargs_model(cls)
-        return parse_plugin_config(model, dict(kwargs), "engine.kwargs", cls.name or cls.__name__)
+        return cls.parse_settings(kwargs, "engine.kwargs")
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  seed: int | None = None) -> list[Generation]:
@@ -70,17 +64,3 @@ class Engine:
     def close(self) -> None:
         """Release what the engine holds (servers, threads, process groups) when the run ends."""
 
-
-def kwargs_model(engine_cls: type[Engine]) -> type[BaseModel]:
-    """A pydantic model of the constructor's keyword arguments (less the run's own), built from its
-    signature so the check can never drift from what the constructor takes."""
-    import inspect
-    import typing
-
-    from pydantic import ConfigDict, create_model
-
-    hints = typing.get_type_hints(engine_cls.__init__)
-    fields = {name: (hints.get(name, Any), p.default)
-              for name, p in inspect.signature(engine_cls.__init__).parameters.items()
-              if name != "self" and name not in engine_cls.RUN_ARGS and p.default is not p.empty}
-    return create_model(f"{engine_cls.__name__}Kwargs", __config__=ConfigDict(extra="forbid"), **fields)

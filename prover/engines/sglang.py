@@ -126,7 +126,7 @@ def parse_generation(item: Any, stops: set[int], where: str) -> Generation:
         cached = int(meta.get("cached_tokens") or 0)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise EngineError(f"{where}: a /generate result is not SGLang's format ({type(exc).__name__}: "
-                          f"{str(exc)[:120]})") from None
+                          f"{str(exc)[:120]})") from exc
     if kind == "abort":
         message = finish.get("message") if isinstance(finish, dict) else ""
         raise EngineError(f"{where}: aborted a request ({message}); check its log")
@@ -303,7 +303,7 @@ class SGLangEngine(Engine):
             values = np.array([float(e[0]) for e in entries], dtype=np.float32)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise EngineError(f"{server.name}: a scoring result is not SGLang's format ({type(exc).__name__}: "
-                              f"{str(exc)[:120]})") from None
+                              f"{str(exc)[:120]})") from exc
         if ids != list(completion):
             raise EngineError(f"{server.name}: scored {len(ids)} tokens that are not the {len(completion)} "
                               "completion tokens asked for (logprob_start_len not honored?)")

@@ -100,19 +100,19 @@ class ServerClient:
                 return exc.code, exc.read()
             except (OSError, http.client.HTTPException):
                 return exc.code, b""
-        except (socket.timeout, TimeoutError):
-            raise self._timeout(path, timeout) from None
+        except (socket.timeout, TimeoutError) as exc:
+            raise self._timeout(path, timeout) from exc
         except http.client.HTTPException as exc:  # dropped mid-reply, garbled status line
-            raise _Retryable(f"connection to {path} dropped ({type(exc).__name__})") from None
+            raise _Retryable(f"connection to {path} dropped ({type(exc).__name__})") from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise self._timeout(path, timeout) from None
+                raise self._timeout(path, timeout) from exc
             if isinstance(reason, ConnectionRefusedError):
-                raise _Retryable("connection refused") from None
+                raise _Retryable("connection refused") from exc
             if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
-                raise _Retryable(f"connection to {path} dropped ({type(reason).__name__})") from None
-            raise _Retryable(f"cannot connect ({reason})") from None
+                raise _Retryable(f"connection to {path} dropped ({type(reason).__name__})") from exc
+            raise _Retryable(f"cannot connect ({reason})") from exc
 
     def _timeout(self, path: str, timeout: float) -> EngineError:
         return EngineError(f"{self.name}: no reply to {path} within {timeout:g} s; raise engine.kwargs.timeout_s "
@@ -123,9 +123,9 @@ class ServerClient:
             return raw.decode("utf-8", "replace")
         try:
             return json.loads(raw)
-        except ValueError:
+        except ValueError as exc:
             head = raw[:60].decode("utf-8", "replace")
-            raise EngineError(f"{self.name}: {path} sent a reply that is not JSON (starts {head!r})") from None
+            raise EngineError(f"{self.name}: {path} sent a reply that is not JSON (starts {head!r})") from exc
 
 
 def together(fns: list[Callable[[], Any]], timeout_s: float | None = None, what: str = "") -> list[Any]:
@@ -151,8 +151,8 @@ def together(fns: list[Callable[[], Any]], timeout_s: float | None = None, what:
         try:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             k, value, exc = done.get(timeout=left)
-        except queue.Empty:
-            raise EngineError(f"{what or 'server calls'} did not finish within {timeout_s:g} s") from None
+        except queue.Empty as err:
+            raise EngineError(f"{what or 'server calls'} did not finish within {timeout_s:g} s") from err
         if exc is not None:
             raise exc
         results[k] = value

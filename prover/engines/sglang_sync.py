@@ -104,7 +104,7 @@ class DistributedSync(DiskSync):
         except Exception as exc:
             raise EngineError(f"could not build the weight group at {cfg.master_address}:{port} with backend "
                               f"{cfg.backend!r} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
-                              "is master_address reachable from the servers?") from None
+                              "is master_address reachable from the servers?") from exc
 
     def push(self, learner: Any, state: dict | None = None) -> None:
         import torch
@@ -124,7 +124,7 @@ class DistributedSync(DiskSync):
             detail = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
             raise EngineError(f"distributed weight sync {self.version} failed ({' '.join(detail.split())[:300]}); "
                               "the servers' weights may be half-updated: restart them and resume from the "
-                              "last checkpoint") from None
+                              "last checkpoint") from exc
 
     def _send(self, bucket: list[tuple[str, Any]], last: bool, device: Any) -> None:
         import torch.distributed as dist
@@ -216,8 +216,8 @@ def check_weights(servers: list[ServerClient], state: dict[str, Any], timeout_s:
             reply = s.post("/get_weights_by_name", {"name": name, "truncate_size": CHECK_ROWS}, timeout_s)
             try:
                 got = np.asarray(reply, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise EngineError(f"{s.name}: /get_weights_by_name {name!r} sent {str(reply)[:80]!r}") from None
+            except (TypeError, ValueError) as exc:
+                raise EngineError(f"{s.name}: /get_weights_by_name {name!r} sent {str(reply)[:80]!r}") from exc
             copies = got if got.ndim == want.ndim + 1 else got[None]  # data-parallel servers send one per rank
             for copy in copies:
                 if copy.shape != want.shape or not np.allclose(copy, want, rtol=1e-2, atol=1e-3):

@@ -1,6 +1,7 @@
-"""Envs: the contract (``base.TextEnv``), its checker, and the embedded envs, registered by name.
+"""Envs: the contract (``base.TextEnv``), its checker, and the embedded envs.
 
-Built-ins are registered as ``module:Object`` strings so that importing prover imports no env.
+The embedded envs are ``ENVS``'s built-ins, ``module:Object`` strings in prover/registry.py, so that
+importing prover (or listing the names) imports no env.
 """
 
 from __future__ import annotations
@@ -12,17 +13,6 @@ from prover.envs.base import ReplaySnapshot, TextEnv
 from prover.envs.checker import check_env
 from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
-
-ENVS.register("alfworld-sim", "prover.envs.alfworld_sim:AlfworldSimEnv")
-# alfworld-sim follows ALFWorld's own tables (issue 15); alfworld-sim-v1 keeps the sim's first tables,
-# whose text already matched the real engine step for step. v0 is gone: asking for it suggests v1.
-ENVS.register("alfworld-sim-v1", "prover.envs.alfworld_sim:AlfworldSimV1Env")
-ENVS.register("webshop-sim", "prover.envs.webshop_sim:WebshopSimEnv")
-ENVS.register("searchqa-sim", "prover.envs.searchqa_sim:SearchqaSimEnv")
-ENVS.register("pivot-sim", "prover.envs.pivot_sim:PivotSimEnv")
-# any Gymnasium env with text observations (prover/envs/gym.py); snapshots only when declared deterministic
-ENVS.register("gymnasium", "prover.envs.gym:GymnasiumTextEnv")
-ENVS.register("gymnasium-deterministic", "prover.envs.gym:DeterministicGymnasiumTextEnv")
 
 
 def make_env(name: str, **kwargs: Any) -> TextEnv:

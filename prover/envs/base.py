@@ -45,6 +45,10 @@ time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
     default) means this env plays the corpus itself. A real engine that is slow to reset returns its
     embedded stand-in, so that building a tokenizer does not take minutes of engine time.
 
+Settings: the constructor's keyword arguments, set as ``env.kwargs.*`` and checked when the config loads
+against ``Config``, a pydantic model the base class (``prover.plugin_config.Configurable``) derives from
+the constructor's signature unless the env declares one.
+
 ``train_recipe`` (class attribute): dotted config settings with which the tiny policy learns this env,
 e.g. ``{"warmstart.episodes": 3000}``. When ``model.path`` is ``tiny``, ``load_config`` applies each one
 that the user's file and overrides leave unset, so ``prover train env.name=<env>`` starts from a
@@ -66,6 +70,7 @@ from gymnasium import spaces
 
 from prover.envs.agent_spec import AgentSpec
 from prover.errors import CapabilityError, ContractError
+from prover.plugin_config import Configurable
 
 MAX_TEXT = 1 << 16
 TEXT_CHARSET = frozenset(chr(i) for i in range(32, 127)) | {"\n", "\t"}
@@ -80,7 +85,7 @@ class ReplaySnapshot:
     actions: tuple[str, ...]
 
 
-class TextEnv(gym.Env):
+class TextEnv(gym.Env, Configurable):
     """Base class of every prover env. Subclasses implement ``_reset``, ``_step`` and ``state_key``."""
 
     metadata: ClassVar[dict] = {"render_modes": []}

@@ -1,15 +1,11 @@
-"""Judges: the contract (``base``), the tools every judge shares, and one file per judge, each
-registered by name in ``JUDGES``. LLM judges import their heavy dependencies only when built."""
+"""Judges: the contract (``base``), the tools every judge shares, and one file per judge, each named in
+``JUDGES``'s built-ins (prover/registry.py) and imported only when asked for by name. LLM judges import
+their heavy dependencies only when built."""
 
 from __future__ import annotations
 
 from prover.judges.base import Judge, can_yield_segment, validate_segment, valid_segments
-from prover.judges import contrast, random_judge  # noqa: F401  (each registers its name)
 from prover.registry import JUDGES
-
-# The LLM judges load (and import litellm or torch) only when asked for by name.
-JUDGES.register("litellm", "prover.judges.agentic:LiteLLMJudge")
-JUDGES.register("local", "prover.judges.agentic:LocalJudge")
 
 
 def make_judge(train_cfg) -> Judge | None:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from prover.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, LocalChat, LocalSettings,
                          ToolCall, ask, assistant_message, count_reply, cut_text, find_json_object,
                          render_trajectory, require_xgrammar, tool_message)
-from prover.errors import ConfigError
+from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, run_tool
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
@@ -172,9 +172,8 @@ def read_answer(arguments: str | None, text: str) -> SegmentAnswer | str:
     try:
         return SegmentAnswer.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "answer"
-        return f"error: {where}: {err['msg']} (got {cut_text(repr(err.get('input')), ECHO_CHARS)})"
+        at = None if exc.errors()[0]["loc"] else "answer"
+        return "error: " + validation_line(exc, what="", at=at, echo=lambda v: cut_text(repr(v), ECHO_CHARS))
 
 
 def answer_tool_calls(request: JudgeRequest, reply: ChatReply, may_research: bool, messages: list[dict],

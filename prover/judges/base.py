@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prover.plugin_config import Configurable
 from prover.types import JudgeRequest, JudgeResult, Segment
 
 if TYPE_CHECKING:
@@ -28,8 +29,9 @@ class JudgeSettings(BaseModel):
                                   "of training on as plain GRPO; 0 never stops.")
 
 
-class Judge:
-    """Base class. Subclasses set ``Config`` and implement ``propose``."""
+class Judge(Configurable):
+    """Base class. Subclasses set ``Config`` and implement ``propose``; the settings rule is every plugin's
+    (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[JudgeSettings]] = JudgeSettings
 
@@ -38,10 +40,8 @@ class Judge:
 
     @classmethod
     def parse_config(cls, train_cfg: "TrainConfig") -> JudgeSettings:
-        from prover.config import parse_plugin_config
-
-        return parse_plugin_config(cls.Config, dict(train_cfg.judge.model_extra or {}), "judge",
-                                   str(train_cfg.judge.name))
+        """The judge's own fields of the ``judge:`` section (``parse_settings``: one line on a bad one)."""
+        return cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge", str(train_cfg.judge.name))
 
     @classmethod
     def validate_config(cls, train_cfg: "TrainConfig") -> None:

@@ -59,7 +59,6 @@ from typing import Callable, Hashable, Literal
 from pydantic import Field
 
 from prover.judges.base import Judge, JudgeSettings, validate_segment
-from prover.registry import JUDGES
 from prover.types import JudgeRequest, JudgeResult, Proposal, Segment, Trajectory, Turn
 
 Key = Callable[[Turn], Hashable]
@@ -125,7 +124,6 @@ def window_ending_at(traj: Trajectory, start: int, end: int, max_turns: int) -> 
     return Segment(traj.traj_id, s, end) if s <= end else None
 
 
-@JUDGES.register("contrast")
 class ContrastJudge(Judge):
     """Free, deterministic: the window where the success broke away from the failed runs, with runs
     aligned by the env's true ``state_key`` (hidden state no agent or LLM judge sees; ``align``)."""
@@ -179,7 +177,6 @@ class ContrastJudge(Judge):
             f"break-away: {why}; after turn {e} it is where no failed run went{cut}")))
 
 
-@JUDGES.register("text-contrast")
 class TextContrastJudge(ContrastJudge):
     """Free, deterministic: ``contrast``'s rule with runs aligned by the observation text the agent saw
     and its actions, never by ``state_key``; a like-for-like baseline for an LLM judge."""

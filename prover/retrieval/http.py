@@ -50,26 +50,26 @@ class HttpRetriever:
                 raw = read_until(response, deadline)
         except urllib.error.HTTPError as exc:
             raise RetrievalError(f"retrieval server {self.url} answered HTTP {exc.code} {exc.reason}; "
-                                 "check its log") from None
+                                 "check its log") from exc
         except (socket.timeout, TimeoutError) as exc:
             raise RetrievalError(f"retrieval server {self.url} did not answer within {self.timeout:g} s; "
                                  "is it overloaded? raise the timeout or start more workers") from exc
         except http.client.HTTPException as exc:  # a garbled status line, a body cut short, a hang-up
             detail = " ".join(str(exc).split())  # a raw status line may hold CR/LF
             raise RetrievalError(f"retrieval server {self.url} broke the HTTP exchange "
-                                 f"({type(exc).__name__}: {detail}); check its log") from None
+                                 f"({type(exc).__name__}: {detail}); check its log") from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise RetrievalError(f"retrieval server {self.url} did not answer within "
-                                     f"{self.timeout:g} s; raise the timeout or check the server") from None
+                                     f"{self.timeout:g} s; raise the timeout or check the server") from exc
             if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
                 # it accepted the connection, then dropped it: a server that closes with our request
                 # unread resets instead of ending the body, so a cut-short reply can arrive this way too
                 raise RetrievalError(f"retrieval server {self.url} broke the HTTP exchange "
-                                     f"({type(reason).__name__}); check its log") from None
+                                     f"({type(reason).__name__}); check its log") from exc
             raise RetrievalError(f"cannot reach retrieval server {self.url} ({reason}); "
-                                 "is it running? start it or fix the url") from None
+                                 "is it running? start it or fix the url") from exc
         return self._parse(raw, len(queries))
 
     def _parse(self, raw: bytes, n_queries: int) -> list[list[Passage]]:
@@ -77,13 +77,14 @@ class HttpRetriever:
             result = json.loads(raw)["result"]
             if not isinstance(result, list) or len(result) != n_queries:
                 raise ValueError(f"expected {n_queries} result lists")
-            return [[self._passage(item) for item in row] for row in result]
+            return [[self.passage_from(item) for item in row] for row in result]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             head = raw[:80].decode("utf-8", "replace").replace("\n", " ")
             raise RetrievalError(f"retrieval server {self.url} sent a reply that is not the Search-R1 "
-                                 f"schema ({type(exc).__name__}: {exc}; starts {head!r})") from None
+                                 f"schema ({type(exc).__name__}: {exc}; starts {head!r})") from exc
 
     @staticmethod
-    def _passage(item: Any) -> Passage:
+    def passage_from(item: Any) -> Passage:
+        """The Passage of one item of a reply; a subclass overrides it to keep more (prover-searchr1)."""
         doc = item["document"] if "document" in item else item
         return Passage.from_contents(str(doc.get("id", "")), str(doc["contents"]))

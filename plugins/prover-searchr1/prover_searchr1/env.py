@@ -71,8 +71,8 @@ class CorpusHttpRetriever(HttpRetriever):
     """``HttpRetriever`` whose passages keep the server's ``contents`` verbatim."""
 
     @staticmethod
-    def _passage(item: Any) -> Passage:
-        plain = HttpRetriever._passage(item)
+    def passage_from(item: Any) -> Passage:
+        plain = HttpRetriever.passage_from(item)
         doc = item["document"] if "document" in item else item
         return CorpusPassage(plain.id, plain.title, plain.text, stored=str(doc["contents"]))
 
@@ -126,7 +126,7 @@ class SearchR1Env(SearchqaSimEnv):
         self.queries: tuple[str, ...] = ()
         self.seen: frozenset = frozenset()
         self.steps, self.done, self.won = 0, False, False
-        return f"Question: {self.question.text}", self._info(True)
+        return f"Question: {self.question.text}", self.step_info(True)
 
     def restore(self, snapshot: Any) -> None:
         """As searchqa-sim's, but the retriever stays this env's HTTP client (it holds no state)."""
@@ -142,7 +142,7 @@ class SearchR1Env(SearchqaSimEnv):
     def expert_action(self) -> str | None:
         """A format oracle that knows the gold answer: search the question once, then answer it. It
         shows the tags and the search-then-answer rhythm (warm-start data, tests), not how to search."""
-        self._require_reset("expert_action")
+        self.require_reset("expert_action")
         if self.done:
             return None
         if not self.queries and self.max_searches > 0 and self.steps < self.max_turns - 1:

@@ -179,5 +179,6 @@ def test_the_tiny_recipe_leaves_room_for_a_whole_search(data_dir):
     # more under a small tiny-policy vocabulary; 24 would cut the longer ones before </search>
     cfg = load_config(None, ["env.name=searchr1", f"env.kwargs.data_dir={data_dir}"])
     assert cfg.rollout.sampling.max_new_tokens == 64
-    cfg = load_config(None, ["env.name=searchr1", "rollout.sampling.max_new_tokens=12"])
+    cfg = load_config(None, ["env.name=searchr1", f"env.kwargs.data_dir={data_dir}",
+                             "rollout.sampling.max_new_tokens=12"])
     assert cfg.rollout.sampling.max_new_tokens == 12  # a user's setting wins over the recipe

