@@ -23,6 +23,7 @@ from prover.config import load_config
 from prover.credit.base import CreditContext
 from prover.envs import make_env
 from prover.errors import ProverError
+from prover.judges import make_judge
 from prover.registry import CREDIT
 from prover.types import Batch, Group, Trajectory, Turn
 
@@ -75,12 +76,13 @@ def main() -> None:
     print("| method | advantage ms | per 1k turns ms |")
     print("|---|---|---|")
     cfg = load_config(None, [])
+    judge = make_judge(cfg)  # the default judge (contrast: free and deterministic), for ProVer
     for name in CREDIT.names():
         if name == "spo-tree":  # its advantage is its tree of generations; nothing is left without them
             print("| spo-tree | (all generation; see the Brancher line) | |")
             continue
         method = CREDIT.get(name)()
-        ctx = CreditContext(cfg, brancher=RecordedOutcomes(random.Random(1)))
+        ctx = CreditContext(cfg, brancher=RecordedOutcomes(random.Random(1)), judge=judge)
         t0 = time.perf_counter()
         try:
             method.assign(batch, ctx)
