@@ -127,8 +127,10 @@ def test_id_mapping():
 def test_every_prover_name_is_registered_in_gymnasium():
     ids = register_gymnasium_envs()
     assert {k: ids[k] for k in BUILTIN_IDS} == BUILTIN_IDS
-    # plugins found by entry point too; the adapters themselves are not wrapped back into Gymnasium
-    assert set(ids) == set(ENVS.names()) - {"gymnasium", "gymnasium-deterministic"}
+    # plugins found by entry point too; the adapters themselves are not wrapped back into Gymnasium, nor are
+    # names Gymnasium cannot spell (a 'module:Class' name other tests looked up stays cached in the registry)
+    spellable = {n for n in ENVS.names() if not set(n) & set("/: ")}
+    assert set(ids) == spellable - {"gymnasium", "gymnasium-deterministic"}
     assert register_gymnasium_envs() == ids  # idempotent
     for name, gym_id in BUILTIN_IDS.items():
         assert type(_make(gym_id).unwrapped) is ENVS.get(name)
