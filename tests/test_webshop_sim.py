@@ -31,7 +31,7 @@ def test_check_env(kwargs):
 
 def test_bad_arguments():
     for bad in ({"prompt": "x"}, {"n_distractors": -1}, {"catalog_size": 2}, {"max_steps": 0},
-                {"option_match": "names"}, {"type_nouns": "set"}, {"pages": "v1"}):
+                {"option_match": "names"}, {"type_nouns": "set"}, {"pages": "v1"}, {"codes": "B0"}):
         with pytest.raises(ConfigError):
             WebshopSimEnv(**bad)
     with pytest.raises(ConfigError):

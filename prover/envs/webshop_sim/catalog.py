@@ -7,14 +7,23 @@ target's values for one option, ``over-budget`` costs more than any price bound 
 Families of other types share words with the query, so BM25 returns them too. Goals are drawn only
 for targets, so buying a distractor never scores 1.0, and which result is opened matters.
 
-Each split has its own catalog seed, so train and test share no product and no goal.
+Each split has its own catalog seed, so train and test share no product and no goal (with ``"item"``
+codes, below, they share the codes and nothing else).
+
+Product codes (``codes``): ``"asin"`` gives WebShop's form, ``B0`` and eight random letters or digits,
+unique across catalogs. ``"item"`` renames the same catalog's products ``#item 1`` .. ``#item N`` (N its
+size) in a shuffled order: a closed pool that every catalog of a size reuses, with no hint of the
+product or its kind. The tiny policy's pre-tokenizer keeps ``<word> <number>`` in one piece, so each
+code becomes one token; the ``#`` takes the space before a code on the page (`` [SEP] #item 7``) into its
+own piece, so the page and ``click[#item 7]`` hold the same token and a policy copies a code by
+attending to it (with ``item 7`` the page's token would be `` item 7`` and the action's ``item 7``).
 """
 
 from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from string import ascii_uppercase, digits
 
@@ -24,6 +33,7 @@ from prover.envs.webshop_sim.vocab import (BRANDS, BULLET_TEMPLATES, DESCRIPTION
                                            TITLE_TEMPLATES, TYPES, ProductType)
 
 DISTRACTOR_KINDS = ("missing-attribute", "wrong-options", "over-budget")
+CODE_FORMS = ("asin", "item")
 
 
 @dataclass(frozen=True)
@@ -146,11 +156,21 @@ def _family(rng: random.Random, taken: set[str], ptype: ProductType, n_distracto
     return family
 
 
+def _item_codes(products: list[Product], key: str) -> list[Product]:
+    """The same products renamed ``#item 1`` .. ``#item N`` in a shuffled order. Its own random stream, so
+    the products, their order and the goals are those of the ``"asin"`` catalog."""
+    numbers = list(range(1, len(products) + 1))
+    random.Random(f"webshop-sim/codes/{key}").shuffle(numbers)
+    return [replace(p, asin=f"#item {n}") for p, n in zip(products, numbers)]
+
+
 @lru_cache(maxsize=512)
 def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors: int,
-                  index: int = 0) -> Catalog:
-    """Catalog ``index`` of a split; the same arguments always give the same catalog (cached, immutable)."""
-    rng = random.Random(f"webshop-sim/catalog/{split}/{catalog_seed}/{index}")
+                  index: int = 0, codes: str = "asin") -> Catalog:
+    """Catalog ``index`` of a split; the same arguments always give the same catalog (cached, immutable).
+    ``codes`` is the form of the product codes (see the module docstring)."""
+    key = f"{split}/{catalog_seed}/{index}"
+    rng = random.Random(f"webshop-sim/catalog/{key}")
     taken: set[str] = set()
     types = list(TYPES)
     rng.shuffle(types)
@@ -158,6 +178,8 @@ def build_catalog(split: str, catalog_seed: int, n_families: int, n_distractors:
     for i in range(n_families):
         products += _family(rng, taken, types[i % len(types)], n_distractors)
     rng.shuffle(products)
+    if codes == "item":
+        products = _item_codes(products, key)
     targets = tuple(p.asin for p in products if p.kind == "target")
     return Catalog(tuple(products), {p.asin: p for p in products}, targets)
 

@@ -145,7 +145,9 @@ def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str,
     if page.name == "results":
         if arg in ("next >", "< prev"):
             return replace(page, page_num=page.page_num + (1 if arg == "next >" else -1))
-        return Page("item", hits=page.hits, page_num=page.page_num, asin=arg.upper())
+        # the listed code that was clicked: WebShop upper-cases the argument, which fits ASINs only
+        asin = next(a for a in _page_hits(page) if a.lower() == arg)
+        return Page("item", hits=page.hits, page_num=page.page_num, asin=asin)
     if page.name == "sub":  # only "< prev" is left: back to the item, choices kept
         return replace(page, name="item", sub="")
     if arg == "< prev":
