@@ -11,7 +11,8 @@ them without measuring; a section run alone replaces only its own file):
             and the RL steps by their own phases. ``--before REV`` also runs it on a git worktree of REV with
             the same interpreter, one after the other, so the two wall times are a ratio within one run.
 - verify:   benchmarks/verify_agreement.py on the main job's warm-started policy: each verification rule's
-            decisions against fixed K = 32 on the same draws, and its branch tokens over rollout tokens.
+            decisions against fixed K = 32 on the same draws, and its branch tokens over rollout tokens. The
+            draws are kept in verify-draws.json (``verify_agreement.py --replay`` reads them).
 - overhead: GRPO, ProVer (verify=fixed) and ProVer (verify=adaptive) for ``--steps`` RL steps each from that
             policy, same seed and tasks: (rollout + branch) / rollout tokens and step time over GRPO's.
 - envs:     benchmarks/env_speed.py: env steps/s and snapshot+restore us of every embedded env, and
@@ -123,7 +124,8 @@ def section_verify(args: argparse.Namespace, keep: Path) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from verify_agreement import measure
 
-    return measure(policy_overrides(args), batches=args.batches)
+    # the draws are kept beside the table: `verify_agreement.py --replay` measures new rules on them for free
+    return measure(policy_overrides(args), batches=args.batches, save=str(RESULTS / "verify-draws.json"))
 
 
 ARMS = {"GRPO": ["credit.name=grpo", "judge.name=null"],

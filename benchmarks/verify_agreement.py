@@ -1,24 +1,28 @@
 """Does adaptive verification decide as a large fixed K would, and what does it save?
 
-    python benchmarks/verify_agreement.py [--batches 6] [--ref-k 32] [overrides ...]
+    python benchmarks/verify_agreement.py [--batches 6] [--ref-k 32] [--save FILE] [overrides ...]
+    python benchmarks/verify_agreement.py --replay FILE
     python benchmarks/verify_agreement.py env.name=pivot-sim model.path=runs/bench-pivot/cells/.../step-12
 
 It builds the policy the overrides describe (by default the tiny alfworld-sim policy of `prover train`,
-warm-started), plays ``--batches`` training batches with snapshots, and asks the judge for its proposals.
-Every proposal of a batch is then verified under each rule below on the same batch, the same proposals
-and the same seeds: the reference (fixed, K = ``--ref-k``) and the candidates. For each candidate it
-prints the share of proposals whose decision (Delta > 0) agrees with the reference, the mean absolute
-error of its Delta against the reference's, and the boundary continuations it drew per proposal.
+warm-started), plays ``--batches`` training batches with snapshots, asks the judge for its proposals and
+verifies every one with the reference rule (fixed, K = ``--ref-k``), recording each boundary's
+continuations in the order drawn: whether each won and the tokens it generated, with the group's
+outcomes and state keys (the free samples' inputs). ``--save`` writes that record as JSON; ``--replay``
+reads one back and measures without a model.
 
-Two comparisons, both against the reference's decision:
+Every rule is then replayed on the recorded draws (coupled, "same draws"): a rule asking for n more
+continuations of a boundary gets its next n recorded ones, and free samples come first, so they replace
+draws. Disagreement with the reference is then due to the rule alone: stopping early, a smaller K, or
+free samples that differ from branched ones. For each rule it prints the share of proposals whose
+decision (Delta > 0) agrees with the reference, the same share on the proposals where the reference
+itself is sure (its Beta posteriors give P(V_post > V_pre) above 0.95 or below 0.05; the rest are
+near-ties whose K = 32 decision one draw can flip), the mean absolute error of its Delta, and the
+continuations it drew per proposal.
 
-- **same draws** (coupled): the reference's continuations are recorded per boundary, in order, and each
-  rule is replayed on them (a rule asking for n more continuations of a boundary gets its next n recorded
-  ones; free samples come first, so they replace draws). Disagreement is then due to the rule alone:
-  stopping early, a smaller K, or free samples that differ from branched ones.
-- **new draws** (``--new-draws``): each rule draws its own continuations, as in training. Continuations
-  are random draws of the current policy, so the reference is itself an estimate (its Delta has a standard
-  error of up to 0.125 with K = 32) and part of this disagreement is the reference's own noise.
+``--new-draws`` also lets each rule draw its own continuations of the same proposals, as in training.
+The reference is then itself an estimate (its Delta has a standard error of up to 0.125 with K = 32),
+and part of that disagreement is the reference's own noise.
 
 The token column is branch tokens over rollout tokens on the same batches: the ``(rollout + branch) /
 rollout`` ratio of a run is one plus it.
@@ -27,13 +31,18 @@ rollout`` ratio of a run is one plus it.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
+import prover.credit.prover as prover_credit
 from prover.config import load_config
-from prover.credit.verification import Tally, p_post_greater
+from prover.credit.prover import ProVerConfig
+from prover.credit.verification import Boundaries, Tally, p_post_greater, verify
 from prover.progress import Reporter
 from prover.seeding import derive_seed
 from prover.trainer import Trainer, task_seeds
@@ -56,17 +65,16 @@ RULES = {  # name -> credit overrides (K is credit.samples); replaying recorded 
 
 
 class Recorder:
-    """Wraps the Brancher: records every boundary's continuations (won, tokens) in the order drawn."""
+    """Wraps the Brancher: keeps every boundary's continuations (won, tokens) in the order drawn."""
 
     def __init__(self, brancher) -> None:
-        self.brancher, self.draws, self.tallies = brancher, {}, []
+        self.brancher, self.draws = brancher, {}
 
     def continue_from(self, requests, seed=0, **kwargs):
         results = self.brancher.continue_from(requests, seed=seed, **kwargs)
         for r, res in zip(requests, results):
             tokens = [sum(t.n_tokens for t in tr.turns[r.turn:]) for tr in res.trajectories]
             self.draws.setdefault((id(r.trajectory), r.turn), []).extend(zip(res.won.tolist(), tokens))
-            self.tallies.append(Tally(int(res.won.sum()), len(res.won)))  # before, after, before, ...
         return results
 
 
@@ -91,74 +99,139 @@ class Replay:
         return out
 
 
-def verified(trainer: Trainer, batch, settings: dict, brancher) -> tuple[list, float, float]:
-    """The batch's checked segments under ``settings`` with ``brancher``, the continuations and tokens drawn."""
-    credit, ctx = trainer.credit, trainer.ctx
-    saved, saved_brancher = credit.config, ctx.brancher
-    credit.config, ctx.brancher = saved.model_copy(update=settings), brancher
-    try:
-        adv = credit.assign(batch, ctx)
-    finally:
-        credit.config, ctx.brancher = saved, saved_brancher
-    if isinstance(brancher, Replay):
-        drawn, tokens = brancher.continuations, brancher.tokens
-    else:
-        counts = trainer.brancher.take_counts()
-        drawn, tokens = counts["cost/branch_continuations"], counts["cost/branch_tokens"]
-    return [s for s in adv.segments if s.delta is not None], drawn, tokens
+def state_digest(key) -> str:
+    """A short stand-in for a state key: equal keys give equal digests (keys are tuples, strings, numbers)."""
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:12]
 
 
-def measure(overrides: list[str], batches: int = 6, ref_k: int = 32, new_draws: bool = False,
-            rules: dict | None = None) -> dict:
-    """Play ``batches`` training batches and verify every proposal under each rule; the numbers of the table."""
-    ref_name = f"fixed K={ref_k} (reference)"
-    rules = {ref_name: {"verify": "fixed", "samples": ref_k}, **(RULES if rules is None else rules)}
-    modes = ["same draws"] + (["new draws"] if new_draws else [])
-    rows = {(m, name): [] for m in modes for name in rules}  # (accepted, delta) of every proposal, in order
-    drawn, tokens, rollout_tokens = {key: 0.0 for key in rows}, {key: 0.0 for key in rows}, 0.0
-    sure: list[float] = []  # per proposal: P(V_post > V_pre) given the reference's K draws at each end
+def proposal_record(b: Boundaries, draws: dict) -> dict:
+    """One verified proposal as JSON: the group (outcomes, state keys), the target, the boundary turns and
+    each boundary's recorded continuations."""
+    target = b.group.trajectories[b.target]
+    return {"target": b.target, "turns": list(b.turns),
+            "group": [{"won": bool(tr.won), "keys": [state_digest(t.state_key) for t in tr.turns]}
+                      for tr in b.group.trajectories],
+            "draws": [[list(d) for d in draws[id(target), turn]] for turn in b.turns]}
+
+
+def run_rule(brancher, segments: list[Boundaries], settings: dict) -> list:
+    """The verdicts of one rule on fresh tallies of ``segments``, every other setting at the credit default."""
+    cfg = ProVerConfig().model_copy(update=settings)
+    fresh = [Boundaries(b.group, b.target, b.turns) for b in segments]
+    return verify(brancher, fresh, k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size,
+                  confidence=cfg.confidence, free_samples=cfg.free_samples, seed=0)
+
+
+VERIFY_FIELDS = ("samples", "verify", "round_size", "confidence", "free_samples")
+
+
+def record(overrides: list[str], batches: int = 6, ref_k: int = 32, new_rules: dict | None = None) -> dict:
+    """Play ``batches`` training batches and verify their proposals with fixed K = ``ref_k``, keeping every
+    draw; with ``new_rules``, each of them also verifies the same proposals on draws of its own."""
+    captured: list[Boundaries] = []
+    real_verify = prover_credit.verify
+
+    def capture(brancher, segments, **kwargs):  # credit.assign's verify: keep the segments it was given
+        captured.extend(segments)
+        return real_verify(brancher, segments, **kwargs)
+
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(None, ["credit.name=prover", "judge.name=contrast", *overrides, f"run.dir={tmp}"])
         trainer = Trainer(cfg, reporter=Reporter(quiet=True))
-        for b in range(1, batches + 1):
-            trainer.ctx.step = b
-            batch = trainer.rollout.run(task_seeds(cfg, b), cfg.rollout.group_size, split="train",
-                                        seed=derive_seed(cfg.seed, b, "rollout"), record_snapshots=True)
-            rollout_tokens += sum(t.n_tokens for t in batch.turns())
-            recorder = Recorder(trainer.brancher)
-            for mode in modes:
-                for name, settings in rules.items():
-                    if mode == "new draws" and name == ref_name:  # the reference is the recorded draw
-                        continue
-                    same = recorder if name == ref_name else Replay(recorder.draws)
-                    segs, n, t = verified(trainer, batch, settings, same if mode == "same draws" else trainer.brancher)
-                    if name == ref_name:
-                        trainer.brancher.take_counts()
-                    rows[mode, name] += [(s.accepted, s.delta) for s in segs]
-                    if name == ref_name:  # the reference's own confidence in its decision, per proposal
-                        pairs = recorder.tallies[-2 * len(segs):] if segs else []
-                        sure += [p_post_greater(pre, post) for pre, post in zip(pairs[::2], pairs[1::2])]
-                    drawn[mode, name] += n
-                    tokens[mode, name] += t
-            print(f"batch {b}/{batches}: {len(rows['same draws', ref_name])} verified proposals so far", flush=True)
-        trainer.close()
-    ref = rows["same draws", ref_name]
+        credit, ctx = trainer.credit, trainer.ctx
+        run_settings = {k: getattr(credit.config, k) for k in VERIFY_FIELDS}
+        credit.config = credit.config.model_copy(update={"verify": "fixed", "samples": ref_k, "free_samples": False})
+        out = {"ref_k": ref_k, "overrides": overrides, "credit": run_settings, "batches": [],
+               "new_draws": {name: {"verdicts": [], "continuations": 0, "tokens": 0} for name in new_rules or {}}}
+        prover_credit.verify = capture
+        try:
+            for b in range(1, batches + 1):
+                ctx.step = b
+                batch = trainer.rollout.run(task_seeds(cfg, b), cfg.rollout.group_size, split="train",
+                                            seed=derive_seed(cfg.seed, b, "rollout"), record_snapshots=True)
+                captured.clear()
+                ctx.brancher = recorder = Recorder(trainer.brancher)
+                credit.assign(batch, ctx)
+                ctx.brancher = trainer.brancher
+                trainer.brancher.take_counts()
+                out["batches"].append({"rollout_tokens": sum(t.n_tokens for t in batch.turns()),
+                                       "proposals": [proposal_record(s, recorder.draws) for s in captured]})
+                for name, settings in (new_rules or {}).items():
+                    verdicts = run_rule(trainer.brancher, captured, {**run_settings, **settings})
+                    counts, kept = trainer.brancher.take_counts(), out["new_draws"][name]
+                    kept["verdicts"] += [[v.accepted, v.delta] for v in verdicts]
+                    kept["continuations"] += counts["cost/branch_continuations"]
+                    kept["tokens"] += counts["cost/branch_tokens"]
+                n = sum(len(x["proposals"]) for x in out["batches"])
+                print(f"batch {b}/{batches}: {n} verified proposals so far", flush=True)
+        finally:
+            prover_credit.verify = real_verify
+            trainer.close()
+    return out
+
+
+def replay(rec: dict, settings: dict) -> tuple[list, int, int]:
+    """One rule on the recorded draws: its (accepted, Delta) per proposal, continuations and tokens drawn."""
+    verdicts, drawn, tokens = [], 0, 0
+    for batch in rec["batches"]:
+        segments, draws = [], {}
+        for p in batch["proposals"]:  # stand-ins with what verify reads: outcomes and state keys
+            trs = [SimpleNamespace(won=g["won"], turns=[SimpleNamespace(state_key=k) for k in g["keys"]])
+                   for g in p["group"]]
+            for turn, d in zip(p["turns"], p["draws"]):
+                draws[id(trs[p["target"]]), turn] = [tuple(x) for x in d]
+            segments.append(Boundaries(SimpleNamespace(trajectories=trs), p["target"], tuple(p["turns"])))
+        brancher = Replay(draws)
+        verdicts += [(v.accepted, v.delta) for v in run_rule(brancher, segments, {**rec["credit"], **settings})]
+        drawn, tokens = drawn + brancher.continuations, tokens + brancher.tokens
+    return verdicts, drawn, tokens
+
+
+def reference_sure(rec: dict) -> list[bool]:
+    """Per proposal: is the reference itself at least 95% sure of its decision (Beta(1, 1) priors)?"""
+    def tally(d: list) -> Tally:
+        return Tally(wins=sum(int(w) for w, _ in d), n=len(d))
+    ps = [p_post_greater(tally(p["draws"][0]), tally(p["draws"][1])) for b in rec["batches"] for p in b["proposals"]]
+    return [p > 0.95 or p < 0.05 for p in ps]
+
+
+def row(name: str, mode: str, settings: dict, got: list, ref: list, sure: list[bool], drawn: float,
+        tokens: float, rollout_tokens: float) -> dict:
     n = len(ref)
-    decisive = [p > 0.95 or p < 0.05 for p in sure]  # the reference itself is 95% sure of its decision
+    agree = [bool(a) == bool(r) for (a, _), (r, _) in zip(got, ref)]
+    return {"rule": name, "draws": mode, "settings": settings,
+            "agreement": float(np.mean(agree)) if n else float("nan"),
+            "agreement_decisive": float(np.mean([a for a, s in zip(agree, sure) if s])) if any(sure) else float("nan"),
+            "delta_error": float(np.mean([abs(d - rd) for (_, d), (_, rd) in zip(got, ref)])) if n else float("nan"),
+            "continuations_per_proposal": drawn / n if n else float("nan"),
+            "branch_over_rollout_tokens": tokens / rollout_tokens if rollout_tokens else float("nan")}
+
+
+def tabulate(rec: dict, rules: dict | None = None) -> dict:
+    """The table: every rule replayed on the recorded draws, then any new-draws results, against the reference."""
+    ref_name = f"fixed K={rec['ref_k']} (reference)"
+    rules = {ref_name: {"verify": "fixed", "samples": rec["ref_k"], "free_samples": False},
+             **(RULES if rules is None else rules)}
+    ref, _, _ = replay(rec, rules[ref_name])
+    sure = reference_sure(rec)
+    rollout_tokens = float(sum(b["rollout_tokens"] for b in rec["batches"]))
     table = []
-    for name in rules:
-        for mode in (modes if name != ref_name else modes[:1]):
-            got = rows[mode, name]
-            table.append({
-                "rule": name, "draws": mode, "settings": rules[name],
-                "agreement": float(np.mean([a == r for (a, _), (r, _) in zip(got, ref)])) if n else float("nan"),
-                "agreement_decisive": float(np.mean([a == r for (a, _), (r, _), d in zip(got, ref, decisive) if d]))
-                if any(decisive) else float("nan"),
-                "delta_error": float(np.mean([abs(d - rd) for (_, d), (_, rd) in zip(got, ref)])) if n else float("nan"),
-                "continuations_per_proposal": drawn[mode, name] / n if n else float("nan"),
-                "branch_over_rollout_tokens": tokens[mode, name] / rollout_tokens if rollout_tokens else float("nan")})
-    return {"proposals": n, "decisive": int(sum(decisive)), "ref_k": ref_k, "batches": batches, "rollout_tokens": rollout_tokens,
-            "overrides": overrides, "table": table}
+    for name, settings in rules.items():
+        got, drawn, tokens = replay(rec, settings)
+        table.append(row(name, "same draws", settings, got, ref, sure, drawn, tokens, rollout_tokens))
+    table += [row(name, "new draws", rules.get(name, {}), [tuple(v) for v in got["verdicts"]], ref, sure,
+                  got["continuations"], got["tokens"], rollout_tokens) for name, got in rec["new_draws"].items()]
+    return {"proposals": len(ref), "decisive": int(sum(sure)), "ref_k": rec["ref_k"], "batches": len(rec["batches"]),
+            "rollout_tokens": rollout_tokens, "overrides": rec["overrides"], "table": table}
+
+
+def measure(overrides: list[str], batches: int = 6, ref_k: int = 32, new_draws: bool = False,
+            save: str | None = None) -> dict:
+    """Record ``batches`` batches (optionally saved as JSON) and tabulate every rule on them."""
+    rec = record(overrides, batches, ref_k, RULES if new_draws else None)
+    if save:
+        Path(save).write_text(json.dumps(rec))
+    return tabulate(rec)
 
 
 def markdown(result: dict) -> str:
@@ -180,9 +253,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--ref-k", type=int, default=32)
     parser.add_argument("--new-draws", action="store_true", help="also let each rule draw its own continuations")
+    parser.add_argument("--save", metavar="FILE", help="write the recorded draws as JSON")
+    parser.add_argument("--replay", metavar="FILE", help="measure on draws saved with --save (no model)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    print(markdown(measure(args.overrides, args.batches, args.ref_k, args.new_draws)))
+    if args.replay:
+        try:
+            rec = json.loads(Path(args.replay).read_text())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"verify_agreement: cannot read {args.replay}: {exc}") from exc
+        print(markdown(tabulate(rec)))
+        return
+    print(markdown(measure(args.overrides, args.batches, args.ref_k, args.new_draws, args.save)))
 
 
 if __name__ == "__main__":
