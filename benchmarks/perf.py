@@ -12,7 +12,7 @@ them without measuring; a section run alone replaces only its own file):
             the same interpreter, one after the other, so the two wall times are a ratio within one run.
 - verify:   benchmarks/verify_agreement.py on the main job's warm-started policy: each verification rule's
             decisions against fixed K = 32 on the same draws, and its branch tokens over rollout tokens. The
-            draws are kept in verify-draws.json (``verify_agreement.py --replay`` reads them).
+            draws are kept in verify-draws.json; ``--from-draws`` replays the rules on them (no model).
 - overhead: GRPO, ProVer (verify=fixed) and ProVer (verify=adaptive) for ``--steps`` RL steps each from that
             policy, same seed and tasks: (rollout + branch) / rollout tokens and step time over GRPO's.
 - envs:     benchmarks/env_speed.py: env steps/s and snapshot+restore us of every embedded env, and
@@ -122,7 +122,12 @@ def policy_overrides(args: argparse.Namespace) -> list[str]:
 
 def section_verify(args: argparse.Namespace, keep: Path) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from verify_agreement import measure
+    from verify_agreement import measure, tabulate
+
+    if args.from_draws:  # the rules changed, the draws did not: replay them, keep when they were drawn
+        result = tabulate(json.loads((RESULTS / "verify-draws.json").read_text()))
+        result["drawn"] = load("verify").get("drawn") or load("verify")["measured"]
+        return result
 
     # the draws are kept beside the table: `verify_agreement.py --replay` measures new rules on them for free
     return measure(policy_overrides(args), batches=args.batches, save=str(RESULTS / "verify-draws.json"))
@@ -183,6 +188,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=6, help="training batches in the verify section")
     ap.add_argument("--policy", help="policy folder for verify/overhead (default: the main job's warm start)")
     ap.add_argument("--render", action="store_true", help="only rewrite docs/perf.md from the saved results")
+    ap.add_argument("--from-draws", action="store_true", help="verify: replay the rules on the saved draws "
+                    "(verify-draws.json) instead of drawing new ones")
     ap.add_argument("--main-child", nargs=2, metavar=("RUN_DIR", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.main_child:

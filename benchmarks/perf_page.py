@@ -92,7 +92,8 @@ def section_verify(res: dict) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from verify_agreement import markdown
 
-    return ["## Verification rules against fixed K = 32", "", when(res), "",
+    drawn = when({"measured": res["drawn"]}).replace("_Measured", "_Drawn") if "drawn" in res else ""
+    return ["## Verification rules against fixed K = 32", "", when(res), "", *([drawn, ""] if drawn else []),
             f"`python benchmarks/verify_agreement.py --batches {res['batches']} {' '.join(res['overrides'])}`",
             "", markdown(res)]
 

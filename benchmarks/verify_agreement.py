@@ -51,6 +51,7 @@ RULES = {  # name -> credit overrides (K is credit.samples); replaying recorded 
     "fixed K=8": {"verify": "fixed", "samples": 8},
     "fixed K=16": {"verify": "fixed", "samples": 16},
     "adaptive K=8": {"verify": "adaptive", "samples": 8},
+    "adaptive K=8, saturation": {"verify": "adaptive", "samples": 8, "saturation": True},
     "adaptive K=8 free": {"verify": "adaptive", "samples": 8, "free_samples": True},
     "adaptive K=16, rounds of 1": {"verify": "adaptive", "samples": 16, "round_size": 1},
     "adaptive K=32, rounds of 1": {"verify": "adaptive", "samples": 32, "round_size": 1},
@@ -119,10 +120,10 @@ def run_rule(brancher, segments: list[Boundaries], settings: dict) -> list:
     cfg = ProVerConfig().model_copy(update=settings)
     fresh = [Boundaries(b.group, b.target, b.turns) for b in segments]
     return verify(brancher, fresh, k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size,
-                  confidence=cfg.confidence, free_samples=cfg.free_samples, seed=0)
+                  confidence=cfg.confidence, free_samples=cfg.free_samples, seed=0, saturation=cfg.saturation)
 
 
-VERIFY_FIELDS = ("samples", "verify", "round_size", "confidence", "free_samples")
+VERIFY_FIELDS = ("samples", "verify", "round_size", "confidence", "free_samples", "saturation")
 
 
 def record(overrides: list[str], batches: int = 6, ref_k: int = 32, new_rules: dict | None = None) -> dict:

@@ -50,10 +50,10 @@ def one_segment(group: Group | None = None) -> list[Boundaries]:
     return [Boundaries(group, 0, (PRE, POST))]
 
 
-def run(outcomes, *, k=8, rule="adaptive", round_size=2, confidence=0.95, free=False, group=None):
+def run(outcomes, *, k=8, rule="adaptive", round_size=2, confidence=0.95, free=False, group=None, saturation=False):
     brancher = ScriptedOutcomes(outcomes)
     (verdict,) = verify(brancher, one_segment(group), k=k, rule=rule, round_size=round_size,
-                        confidence=confidence, free_samples=free, seed=0)
+                        confidence=confidence, free_samples=free, seed=0, saturation=saturation)
     return verdict, brancher
 
 
@@ -76,11 +76,24 @@ def test_it_never_draws_more_than_k_and_an_undecided_segment_ends_as_fixed_would
     assert verdict.settled_by == "K"
 
 
-def test_it_stops_once_half_of_k_is_drawn_when_both_values_are_saturated():
+def test_with_saturation_it_stops_once_half_of_k_is_drawn_when_both_values_are_saturated():
     for outcome in (True, False):  # all won at both ends, or all failed at both ends: P stays 0.5
-        verdict, brancher = run({PRE: [outcome] * 8, POST: [outcome] * 8})  # rounds of 2, K = 8: 4 = K / 2
+        verdict, brancher = run({PRE: [outcome] * 8, POST: [outcome] * 8}, saturation=True)  # rounds of 2: 4 = K/2
         assert brancher.drawn == {PRE: 4, POST: 4} and verdict.rounds == 2
         assert (verdict.settled_by, verdict.accepted) == ("saturation", False)
+
+
+def test_without_saturation_a_late_failure_before_the_segment_still_counts():
+    # the before-end wins 6 draws, fails the 7th and wins the 8th; the after-end wins all 8. With saturation
+    # the segment stops at 4/4 against 4/4 and is rejected. Without it no round settles it (P = 0.5 while
+    # both ends won everything; curtailment needs 2 wins more after than before could still reach), so it
+    # runs to K = 8 as fixed does: Delta = 8/8 - 7/8 = 1/8 > 0, accepted.
+    script = {PRE: [True] * 6 + [False, True], POST: [True] * 8}
+    verdict, brancher = run(script)
+    assert brancher.drawn == {PRE: 8, POST: 8}
+    assert (verdict.settled_by, verdict.accepted, verdict.delta) == ("K", True, 0.125)
+    verdict, _ = run(script, saturation=True)
+    assert (verdict.settled_by, verdict.accepted) == ("saturation", False)
 
 
 def test_one_failed_draw_at_each_end_does_not_count_as_saturated():

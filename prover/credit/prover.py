@@ -71,6 +71,9 @@ class ProVerConfig(GRPOConfig, WinRangeConfig):
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verify=adaptive: the level of the whole sequential "
                               "decision; each round's test gets an equal share of 1 minus it (credit/verification.py).")
     round_size: int = Field(2, ge=1, description="verify=adaptive: continuations per boundary per round.")
+    saturation: bool = Field(False, description="verify=adaptive: also stop, rejecting, once every draw at both "
+                             "boundaries won (or every one failed) over half of K; it can reject a small real gain "
+                             "(credit/verification.py).")
     free_samples: bool = Field(False, description="Count the group's own trajectories that stood in a boundary "
                                "state as samples of its value, and branch only for the rest of K.")
 
@@ -138,7 +141,7 @@ class ProVer(GRPO):
         verdicts = verify(ctx.brancher, [Boundaries(batch.groups[gi], req.target, (seg.start_turn, seg.end_turn + 1))
                                          for gi, req, seg, _, _ in valid],
                           k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size, confidence=cfg.confidence,
-                          free_samples=cfg.free_samples, seed=seed)
+                          free_samples=cfg.free_samples, seed=seed, saturation=cfg.saturation)
         deltas = [v.delta for v in verdicts]
         for (gi, req, seg, why, replies), v in zip(valid, verdicts):
             checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies))

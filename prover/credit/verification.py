@@ -15,9 +15,13 @@ step in one Brancher call per round, and a segment stops as soon as its decision
    ``looks = ceil(K / round_size)`` is the most rounds a segment can take: the error budget is split over
    every look (Bonferroni), so ``confidence`` holds for the whole sequence, not for each round alone (at
    0.95 per round, four looks of K = 8 stopped on 4 of 26 clear decisions the other way), or
-3. both boundaries are saturated: every sample so far won, or every one failed, with at least half of K
-   drawn at each (``SATURATION_SHARE``): after one or two draws, "all failed" is too weak a sign, and on
-   scripted draws it ended segments that a later win would have accepted.
+3. with ``saturation`` (off by default), both boundaries are saturated: every sample so far won, or every
+   one failed, with at least half of K drawn at each (``SATURATION_SHARE``; after one or two draws "all
+   failed" is too weak a sign, and on scripted draws it ended segments that a later win would have
+   accepted). It rejects, since Delta is 0 so far. Off by default because the decision is Delta > 0, not
+   a large Delta: a boundary with V = 0.8 wins its first four draws four times in ten, and a good segment
+   after it then looks saturated. On the recorded batches of docs/perf.md it rejected 3 of the 26
+   proposals that K = 32 accepts with confidence (all three "all won"), where fixed K = 8 accepted them.
 
 A boundary never gets more than K samples; a segment that reaches K at both boundaries is decided by
 Delta > 0, as ``fixed`` decides it.
@@ -114,7 +118,7 @@ def p_post_greater(pre: Tally, post: Tally) -> float:
     return min(1.0, max(0.0, total))
 
 
-def settle(pre: Tally, post: Tally, k: int, confidence: float) -> tuple[bool, str] | None:
+def settle(pre: Tally, post: Tally, k: int, confidence: float, saturation: bool = False) -> tuple[bool, str] | None:
     """(accepted, why) once the decision is settled, else None (draw another round). ``confidence`` is the
     per-look level: ``verify`` passes the sequence's level with its error split over the looks."""
     if pre.n >= k and post.n >= k:
@@ -131,7 +135,7 @@ def settle(pre: Tally, post: Tally, k: int, confidence: float) -> tuple[bool, st
         return True, "confidence"
     if p < 1.0 - confidence - TIE:
         return False, "confidence"
-    enough = min(pre.n, post.n) >= math.ceil(SATURATION_SHARE * k)
+    enough = saturation and min(pre.n, post.n) >= math.ceil(SATURATION_SHARE * k)
     if enough and (pre.wins == post.wins == 0 or (pre.wins == pre.n and post.wins == post.n)):
         return False, "saturation"  # all failed or all won so far: no gain in sight
     return None
@@ -145,7 +149,7 @@ def _draw(brancher: Any, asks: list[tuple[Boundaries, int, int]], seed: int) -> 
 
 
 def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, round_size: int,
-           confidence: float, free_samples: bool, seed: int) -> list[Verdict]:
+           confidence: float, free_samples: bool, seed: int, saturation: bool = False) -> list[Verdict]:
     """Verify every segment of a step under ``rule`` ("fixed" or "adaptive"); one verdict per segment."""
     for b in segments:
         for side in (0, 1):
@@ -170,7 +174,7 @@ def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, roun
         still = []
         for i in open_:
             verdicts[i].rounds = round_
-            done = settle(verdicts[i].pre, verdicts[i].post, k, per_look)
+            done = settle(verdicts[i].pre, verdicts[i].post, k, per_look, saturation)
             if done is None:
                 still.append(i)
             else:
