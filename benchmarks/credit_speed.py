@@ -36,10 +36,11 @@ def record_batch(groups: int, size: int, max_turns: int, noise: float = 0.85) ->
         for i in range(size):
             obs, info = env.reset(seed=g)
             traj = Trajectory(f"{g}#{i}", f"train/{g}", info["task"])
-            for t in range(max_turns):
+            for _t in range(max_turns):
                 action = rng.choice(info["admissible_actions"]) if rng.random() < noise else env.expert_action()
                 turn = Turn(prompt_ids=[1] * 100, completion_ids=[2] * 8,
-                            logprobs=[float(np.log(rng.uniform(0.3, 1.0))) for _ in range(8)], observation=obs, completion_text="",
+                            logprobs=[float(np.log(rng.uniform(0.3, 1.0))) for _ in range(8)], observation=obs,
+                            completion_text="",
                             action=action, format_valid=True, action_valid=True, reward=0.0,
                             state_key=env.state_key(), snapshot=env.snapshot())
                 obs, turn.reward, term, trunc, info = env.step(action)

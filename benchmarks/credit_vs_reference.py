@@ -97,10 +97,10 @@ def reference_inputs(batch: Batch, cfg: TrainConfig, gamma: float) -> dict:
                 running = reward.scale * t.reward + gamma * running
                 back.append(running - reward.invalid_penalty * (not t.format_valid))
             returns.extend(reversed(back))
-    for r, (g, tr, t) in enumerate(rows):
+    for r, (_g, tr, t) in enumerate(rows):
         mask[r, :t.n_tokens] = 1.0
         scores[r, t.n_tokens - 1] = reward.scale * tr.env_return - reward.invalid_penalty * (not t.format_valid)
-    obj = lambda xs: np.array(xs, dtype=object)
+    obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731
     return {"token_level_rewards": torch.tensor(scores), "response_mask": torch.tensor(mask),
             "step_rewards": torch.tensor(returns, dtype=torch.float64),
             "anchor_obs": obj([t.state_key for _, _, t in rows]), "index": obj([g.task_id for g, _, _ in rows]),
@@ -194,7 +194,7 @@ def cases(batch: Batch, ctx: CreditContext, ref: tuple | None):
     gi = {k: inp[k] for k in ("token_level_rewards", "step_rewards", "response_mask", "anchor_obs", "index",
                               "traj_index")}
     gr = {k: inp[k] for k in ("token_level_rewards", "response_mask", "index", "traj_index")}
-    first = lambda f: lambda: quiet(f)()[0][:, 0].numpy()  # a row's value is on every token
+    first = lambda f: lambda: quiet(f)()[0][:, 0].numpy()  # noqa: E731 - a row's value is on every token
     gigpo_checks = [(mode, lambda m=mode: gigpo_row_advantages(batch, ctx, GiGPOConfig(mode=m)),
                      first(lambda m=mode: ref_gigpo(**gi, mode=m))) for mode in ("mean_std_norm", "mean_norm")]
     grpo_checks = [(f"norm={n}", lambda n=n: grpo_row_advantages(batch, ctx, GRPOConfig(norm=n, stats="step")),

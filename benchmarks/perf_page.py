@@ -41,7 +41,8 @@ def summary(r: dict) -> list[str]:
                          f"{run['cpu_s']:.0f} s (held-out success {run['eval_before']:.3f} -> "
                          f"{run['eval_after']:.3f}) |")
         if len(runs) > 1:
-            lines.append(f"| main job, after / before: wall time; CPU time | {runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x; "
+            lines.append(f"| main job, after / before: wall time; CPU time | "
+                         f"{runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x; "
                          f"{runs[-1]['cpu_s'] / runs[0]['cpu_s']:.2f}x |")
         last = runs[-1]
         ratio = (last["rollout_tokens"] + last["branch_tokens"]) / last["rollout_tokens"]

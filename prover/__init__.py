@@ -37,5 +37,5 @@ def __getattr__(name: str) -> Any:  # each name loads on first use (the trainer 
 
 
 # the four factories, but not the trainer, so that `from prover import *` stays free of torch
-__all__ = ["CREDIT", "ENGINES", "ENVS", "JUDGES", "REGISTRIES", "RETRIEVERS", "Registry", "make_credit",
-           "make_engine", "make_env", "make_judge", "__version__"]
+__all__ = ["CREDIT", "ENGINES", "ENVS", "JUDGES", "REGISTRIES", "RETRIEVERS", "Registry", "__version__",
+           "make_credit", "make_engine", "make_env", "make_judge"]

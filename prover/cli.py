@@ -1,5 +1,5 @@
-"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf``. Errors print as one line, never a
-traceback."""
+"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf``. Errors print as
+one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def _docstring(target: Any) -> str | None:
         if not (spec.origin or "").endswith(".py"):
             return None
         node: Any = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    except Exception as exc:  # a broken plugin is listed with its problem, not fatal
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is listed with its problem, not fatal
         return f"(does not load: {type(exc).__name__}: {exc})"
     for part in attr.split("."):
         node = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
@@ -233,9 +233,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     from prover.bench.command import add_parser as add_bench_parser
-    from prover.view import add_parser as add_view_parser
-
     from prover.judges.gguf_convert import add_parser as add_convert_parser
+    from prover.view import add_parser as add_view_parser
 
     add_bench_parser(sub)
     add_view_parser(sub)

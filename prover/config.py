@@ -31,7 +31,8 @@ class TinyModelConfig(Section):
     num_layers: int = Field(4, ge=1, description="Decoder layers of the tiny policy.")
     num_heads: int = Field(4, ge=1, description="Attention heads (key/value heads are half of them).")
     intermediate_size: int = Field(384, ge=16, description="MLP width of the tiny policy.")
-    corpus_episodes: int = Field(300, ge=1, description="Env episodes (expert and random moves) whose text trains the tokenizer.")
+    corpus_episodes: int = Field(300, ge=1, description="Env episodes (expert and random moves) whose text trains "
+                                 "the tokenizer.")
 
 
 class ModelConfig(Section):
@@ -39,8 +40,8 @@ class ModelConfig(Section):
                                           "build a tiny Qwen3-architecture model and tokenizer from the env's text.")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Shape of the tiny model (path='tiny').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype.")
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for the tokenizer's "
-                                                 "chat template, e.g. {enable_thinking: false} for Qwen3.")
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for the "
+                                                 "tokenizer's chat template, e.g. {enable_thinking: false} for Qwen3.")
 
 
 class EngineConfig(Section):
@@ -311,9 +312,8 @@ def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> No
 
 def check_parts_fit(cfg: TrainConfig) -> None:
     """Resolve every registry name now, so a bad name fails before any work starts."""
-    from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
-
     from prover.envs.base import TextEnv
+    from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
     env_cls = ENVS.get(cfg.env.name)
     if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):

@@ -7,9 +7,9 @@ metrics, checkpoints and evaluation lines. Started plainly (one process), nothin
 ``torch.distributed`` and the loop runs exactly as it always did.
 
 Merging a step's metrics across processes: counts (``cost/*``, ``judge/*``, ``learner/rows``,
-``learner/tokens``, the ``truth/`` counts, among them the engine's request, token and retry counts) are totals, ``time/*`` is the
-slowest process, every other value is the mean of the processes' values (a rate, such as
-``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-process rates).
+``learner/tokens``, the ``truth/`` counts, among them the engine's request, token and retry counts) are
+totals, ``time/*`` is the slowest process, every other value is the mean of the processes' values (a rate,
+such as ``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-process rates).
 """
 
 from __future__ import annotations

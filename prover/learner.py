@@ -246,8 +246,9 @@ class Learner:
             loss = torch.where(mask, total * wt, torch.zeros_like(total)).sum()
             self.accelerator.backward(loss)
             with torch.no_grad():
+                # called only for this micro-batch, so `mask` and `wt` are always the current ones
                 def agg(x: torch.Tensor) -> float:
-                    return float(torch.where(mask, x * wt, torch.zeros_like(x)).sum())
+                    return float(torch.where(mask, x * wt, torch.zeros_like(x)).sum())  # noqa: B023
                 stats["pg_loss"] += agg(pg)
                 stats["kl"] += agg(kl)
                 stats["entropy"] += agg(entropy)

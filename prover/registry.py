@@ -22,8 +22,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
 
@@ -38,7 +39,7 @@ class Entry:
     target: Any
     origin: str  # "code" (a built-in too), "entry point (<distribution> <version>)" or "module:Object string"
     loaded: Any = None
-    check: Callable[["Entry", Any], None] | None = None  # its kind's contract, checked on every load
+    check: Callable[[Entry, Any], None] | None = None  # its kind's contract, checked on every load
     conflict: str | None = None  # set when two distributions register this name
 
     def load(self) -> Any:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from prover.envs.agent_spec import AgentSpec
-from prover.errors import EnvFaultError, ProverError
 from prover.envs.base import TextEnv
+from prover.errors import EnvFaultError, ProverError
 from prover.seeding import derive_seed
 from prover.types import Batch, Generation, Group, ResumePoint, SamplingParams, Trajectory, Turn
 

@@ -1,7 +1,6 @@
 """What ``prover new`` writes, code and test per kind (``string.Template``: name, module, cls, title).
 Each is a working plugin, not a stub: tests/test_scaffold.py installs, tests and trains with what they
-make, and keeps examples/plugins/ (names dial, loo, recent) identical to their output.
-"""
+make, and keeps examples/plugins/ (names dial, loo, recent) identical to their output."""
 
 ENV_CODE = '''\
 """${title}: a dial shows 0 to 9; turn it to the task's number, then press the button.
@@ -14,8 +13,9 @@ with your task and keep `pytest tests` passing; docs/plugins.md in prover explai
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from prover.envs import AgentSpec, TextEnv
 from prover.errors import ConfigError, ContractError
@@ -45,7 +45,7 @@ class ${cls}(TextEnv):
     native_snapshot = True  # snapshot() copies a few fields instead of replaying every action
     # Settings with which the tiny policy learns this env: `prover train env.name=${name}` applies each one
     # that the user's config leaves unset (only with model.path=tiny).
-    train_recipe = {"rollout.max_turns": 12, "warmstart.episodes": 300}
+    train_recipe: ClassVar[dict[str, Any]] = {"rollout.max_turns": 12, "warmstart.episodes": 300}
     # The agent's prompt, as data. Short: a tiny model reads every token of it on every turn.
     agent_spec = AgentSpec(
         first_template="Task: {task}\\nObservation: {observation}\\nActions: {actions}",

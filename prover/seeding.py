@@ -24,7 +24,7 @@ def derive_seed(seed: int, step: int, purpose: str, *parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") % SEED_BOUND
 
 
-def eval_seed(cfg: "TrainConfig") -> int:
+def eval_seed(cfg: TrainConfig) -> int:
     """The sampling seed of held-out evaluation: one per run seed, the same at every evaluation (and in
     `prover eval`), so evaluations of one run differ only by the policy."""
     return derive_seed(cfg.seed, 0, "eval")

@@ -208,7 +208,7 @@ class Trackers:
         for tracker in list(self.trackers):
             try:
                 tracker.log(metrics, step)
-            except Exception as exc:  # a tracker's outage must not stop training
+            except Exception as exc:  # noqa: BLE001 - a tracker's outage must not stop training
                 self.trackers.remove(tracker)
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 self.note(f"step {step}: the {tracker.name} tracker failed ({reason}); it gets no more rows "
@@ -219,7 +219,7 @@ class Trackers:
         for tracker in trackers:
             try:
                 tracker.finish()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - nor its shutdown: it is reported, the others still finish
                 self.note(f"the {tracker.name} tracker did not finish cleanly ({' '.join(str(exc).split())})")
 
     def __enter__(self) -> Trackers:

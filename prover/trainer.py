@@ -16,17 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from prover.config import TrainConfig
 from prover.branching import Brancher
+from prover.config import TrainConfig
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
 from prover.engines import Engine, make_engine
-from prover.errors import NonFiniteError
 from prover.envs import make_env
+from prover.errors import NonFiniteError
 from prover.judges import make_judge
+from prover.preflight import preflight
 from prover.progress import Reporter
 from prover.rollout import Rollout, check_env_errors
-from prover.preflight import preflight
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
@@ -139,8 +139,8 @@ class Trainer:
             raise
 
     def _build(self, ckpt: Any) -> None:
-        from prover.policy import prepare_policy
         from prover.learner import Learner
+        from prover.policy import prepare_policy
 
         cfg, resume = self.cfg, self.resume
         if self.ranks.is_main:  # only the main process writes the run folder

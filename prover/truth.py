@@ -19,7 +19,7 @@ The truth is read after credit has run and never reaches a judge, a prompt or an
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -6,8 +6,9 @@ ids the engine saw and produced, so "restart from turn t" and the training row a
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -139,9 +140,9 @@ class Advantages:
 
     values: list[list[list[np.ndarray]]]
     loss_mask: list[list[list[np.ndarray]]] | None = None
-    train_batch: "Batch | None" = None
+    train_batch: Batch | None = None
     metrics: dict[str, float] = field(default_factory=dict)
-    segments: list["CheckedSegment"] = field(default_factory=list)
+    segments: list[CheckedSegment] = field(default_factory=list)
 
     def flat(self) -> list[np.ndarray]:
         return [a for g in self.values for tr in g for a in tr]
@@ -227,7 +228,7 @@ class JudgeUsage:
         self.errors += 1
         self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
 
-    def add(self, other: "JudgeUsage") -> "JudgeUsage":
+    def add(self, other: JudgeUsage) -> JudgeUsage:
         for name in self.__dataclass_fields__:
             if name == "errors_by_kind":  # a dict adds per key
                 for kind, n in other.errors_by_kind.items():

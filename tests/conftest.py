@@ -110,8 +110,8 @@ def tiny_run_overrides(tmp_path):
 @pytest.fixture(scope="session")
 def tiny_policy_dir(tmp_path_factory):
     """A small untrained policy folder (tokenizer trained on alfworld-sim's text), shared by the session."""
-    from prover.policy.tiny import build_tiny_policy
     from prover.envs import make_env
+    from prover.policy.tiny import build_tiny_policy
 
     return build_tiny_policy(lambda: make_env("alfworld-sim"), tmp_path_factory.mktemp("tiny"), vocab_size=400,
                              hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, corpus_episodes=20)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 
@@ -94,7 +95,7 @@ class ScriptedServer:
         with self.lock:
             self.script.extend(steps)
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         self.thread.start()
         return self
 

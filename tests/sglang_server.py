@@ -119,7 +119,7 @@ class SGLangTestServer:
         self.alive = True
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> "SGLangTestServer":
+    def __enter__(self) -> SGLangTestServer:
         self.thread.start()
         return self
 
@@ -290,7 +290,7 @@ class SGLangTestServer:
             with self.lock:
                 if not self.faults.fake_sync:
                     self.model.load_state_dict(state)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - like sglang, any failure is a 400 answer
             return 400, {"success": False, "message": f"Failed to update weights: {exc}", "num_paused_requests": 0}
         self._updated(body.get("weight_version"))
         return 200, {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
@@ -308,7 +308,7 @@ class SGLangTestServer:
             self.groups[body.get("group_name", "weight_update_group")] = join_weight_group(
                 body["master_address"], int(body["master_port"]), int(body["world_size"]), int(body["rank_offset"]),
                 body.get("group_name", "weight_update_group"), body.get("backend", "nccl"), 60.0)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - like sglang, any failure is a 400 answer
             return 400, {"success": False, "message": f"Failed to init group: {exc}"}
         return 200, {"success": True, "message": "Succeeded to initialize custom process group."}
 

@@ -13,7 +13,6 @@ from prover.envs.alfworld_sim.expert import plan
 from prover.envs.alfworld_sim.rules import RULES
 from prover.envs.alfworld_sim.world import generate
 from prover.errors import ConfigError
-
 from test_alfworld_sim import Game, make_world
 
 # -- ALFWorld's rules (issue 15) ------------------------------------------------------------------

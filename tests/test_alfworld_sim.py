@@ -106,7 +106,7 @@ def test_invalid_commands_change_nothing():
     for action in ("do a barrel roll", "", f"close {world.receptacles[0]}",
                    f"take {obj} from {world.start[obj]}", f"examine {obj}", "go to sofa 9"):
         key, admissible = env.state_key(), info["admissible_actions"]
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, _truncated, info = env.step(action)
         assert (obs, reward, terminated, info["is_action_valid"]) == (NOTHING, 0.0, False, False)
         assert env.state_key() == key and info["admissible_actions"] == admissible
     obs, *_, info = env.step("  " + info["admissible_actions"][0].upper() + " ")  # case and spacing are free
@@ -297,7 +297,7 @@ def play_expert(env: AlfworldSimEnv, oracle: bool = True) -> int:
     info, steps = {"won": False}, 0
     while not info["won"]:
         action = env.expert_plan()[0] if oracle else env.expert_action()
-        _, _, terminated, truncated, info = env.step(action)
+        _, _, _terminated, truncated, info = env.step(action)
         steps += 1
         assert info["is_action_valid"] and not truncated
     return steps
@@ -335,7 +335,7 @@ def test_observing_expert_searches_before_it_takes():
         while not info["won"]:
             action = env.expert_action()
             if action.startswith("take "):
-                obj, rec = action[5:].split(" from ")
+                _obj, rec = action[5:].split(" from ")
                 assert rec in env.inspected, (seed, action)
             *_, info = env.step(action)
 

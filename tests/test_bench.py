@@ -180,13 +180,14 @@ def test_budget_matched_cells_run_after_and_track_their_prover_cell(tiny_common,
     cells = tmp_path / "bench" / "cells" / "alfworld-sim"
     used = yaml.safe_load((cells / "budget-matched-grpo" / "seed-0" / "config.yaml").read_text())["credit"]
     assert used["budget_from"] == str(cells / "prover+contrast" / "seed-0" / "metrics.jsonl")
-    train = [json.loads(ln) for ln in (cells / "budget-matched-grpo" / "seed-0" / "metrics.jsonl").read_text().splitlines()
-             if json.loads(ln)["phase"] == "train"]
+    lines = (cells / "budget-matched-grpo" / "seed-0" / "metrics.jsonl").read_text().splitlines()
+    train = [json.loads(ln) for ln in lines if json.loads(ln)["phase"] == "train"]
     assert all(r["rollout/group_size"] >= 3 for r in train)  # never below the configured G (3 here)
     md = (tmp_path / "bench" / "results.md").read_text()
     assert "'budget-matched-grpo' matches the generated tokens of 'prover+contrast'" in md
     assert "budget-matched-grpo matches prover+contrast's generated tokens" in md and "(prover+contrast) |" in md
-    assert "- GRPO base of every GRPO-based method: norm=mean (centre only): budget-matched-grpo, prover+contrast." in md
+    assert ("- GRPO base of every GRPO-based method: norm=mean (centre only): budget-matched-grpo, prover+contrast."
+            in md)
     assert "hidden state (Turn.state_key), which neither the agent nor an LLM judge sees: prover+contrast." in md
 
 
@@ -233,7 +234,8 @@ def test_table_numbers_from_hand_written_metrics(tmp_path):
     assert t1["grpo"]["ws"].std == pytest.approx(math.sqrt(0.09 + 0.09))  # 0.2, 0.8 around 0.5
     # per-seed averages (0.4 + 0.2) / 2 = 0.3 and (0.6 + 0.8) / 2 = 0.7 -> 0.5 ± sqrt(0.04 + 0.04), CI [0.3, 0.7]
     avg = t1["grpo"]["avg"]
-    assert (avg.success.mean, avg.std, avg.success.lo, avg.success.hi) == pytest.approx((0.5, math.sqrt(0.08), 0.3, 0.7))
+    assert ((avg.success.mean, avg.std, avg.success.lo, avg.success.hi)
+            == pytest.approx((0.5, math.sqrt(0.08), 0.3, 0.7)))
     px = t1["prover+x"]["alf"]
     assert (px.success.mean, px.std, px.success.lo) == (0.5, None, None)  # one seed: no CI
     # paired with grpo on seed 0 only: 0.5 - 0.4 = 0.1, one pair, no CI -> inconclusive

@@ -8,9 +8,8 @@ import sys
 import pytest
 import yaml
 
-from prover.cli import main
-
 from conftest import TINY_RUN
+from prover.cli import main
 
 
 def _matrix(tmp_path):

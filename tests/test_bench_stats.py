@@ -198,7 +198,8 @@ def test_table3_pools_truth_counts_over_steps_and_seeds(tmp_path):
     alf, ws, pooled = table3(results, [row], [ENV, "webshop-sim"])
     # proposals 3 + 1 + 2 + 0 = 6, hits 2 + 0 + 2 = 4, accepted 2 + 1 + 0 = 3, accepted hits 1
     # hit rate 4/6, precision 1/3, recall 1/4; pivotal share (3 * 0.2 + 1 * 0.5 + 2 * 0.25) / 6 = 1.6 / 6
-    assert (alf["proposals"], alf["hit_rate"], alf["precision"], alf["recall"]) == pytest.approx((6, 4 / 6, 1 / 3, 0.25))
+    assert ((alf["proposals"], alf["hit_rate"], alf["precision"], alf["recall"])
+            == pytest.approx((6, 4 / 6, 1 / 3, 0.25)))
     assert alf["pivotal_share"] == pytest.approx(1.6 / 6)
     assert ws["truth"] is False and pooled["truth"] is True and pooled["hit_rate"] == pytest.approx(4 / 6)
     # seed 1 alone: 2 proposals, 2 hits, none accepted -> precision n/a (0 accepted), recall 0 / 2 = 0

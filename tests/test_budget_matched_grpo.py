@@ -32,8 +32,10 @@ def test_budget_from_tracks_the_reference_runs_cumulative_tokens(tmp_path):
     # The reference (a ProVer run at G = 4 on 2 tasks): 8 trajectories of 100 tokens per step, plus branches.
     ref = _metrics(tmp_path / "ref.jsonl", [
         {"step": 0, "phase": "eval", "eval/success": 0.1},
-        {"step": 1, "phase": "train", "rollout/group_size": 4.0, "cost/rollout_tokens": 800.0, "cost/branch_tokens": 300.0},
-        {"step": 2, "phase": "train", "rollout/group_size": 4.0, "cost/rollout_tokens": 800.0, "cost/branch_tokens": 100.0}])
+        {"step": 1, "phase": "train", "rollout/group_size": 4.0, "cost/rollout_tokens": 800.0,
+         "cost/branch_tokens": 300.0},
+        {"step": 2, "phase": "train", "rollout/group_size": 4.0, "cost/rollout_tokens": 800.0,
+         "cost/branch_tokens": 100.0}])
     own = tmp_path / "own.jsonl"
     method = BudgetMatchedGRPO(BudgetMatchedConfig(budget_from=str(ref)), own_metrics=str(own))
     # step 1: target 1100 tokens, none spent, tau from the reference's step 1 = 800 / 8 = 100 -> 11 trajectories
@@ -50,8 +52,8 @@ def test_budget_from_tracks_the_reference_runs_cumulative_tokens(tmp_path):
 
 
 def test_groups_of_different_sizes_are_each_centred_by_their_own_mean():
-    from prover.credit.base import CreditContext
     from prover.config import TrainConfig
+    from prover.credit.base import CreditContext
     from prover.types import Batch, Group, Trajectory, Turn
 
     def traj(i, won):
@@ -60,7 +62,8 @@ def test_groups_of_different_sizes_are_each_centred_by_their_own_mean():
         return Trajectory(f"t{i}", "task", "task", turns=[t], won=won)
 
     # groups of 3 and 2 (a fractional G' spread over two tasks): each is centred by its own mean, scale 10
-    batch = Batch([Group("a", [traj(0, True), traj(1, False), traj(2, False)]), Group("b", [traj(3, True), traj(4, False)])])
+    batch = Batch([Group("a", [traj(0, True), traj(1, False), traj(2, False)]),
+                   Group("b", [traj(3, True), traj(4, False)])])
     adv = BudgetMatchedGRPO(BudgetMatchedConfig(norm="mean")).assign(batch, CreditContext(config=TrainConfig()))
     firsts = [float(tr[0][0]) for g in adv.values for tr in g]
     assert firsts == pytest.approx([10 - 10 / 3, -10 / 3, -10 / 3, 5.0, -5.0])

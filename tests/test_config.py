@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
 
-from prover.envs import TextEnv
-from prover.config import (CreditConfig, JudgeConfig, TrainConfig, field_help, load_config, parse_override)
+from prover.config import CreditConfig, JudgeConfig, TrainConfig, field_help, load_config, parse_override
 from prover.credit.grpo import GRPOConfig
+from prover.envs import TextEnv
 from prover.errors import ConfigError, NameNotFound, ProverError
 
 
@@ -160,7 +161,7 @@ class RecipeEnv(TextEnv):
 
     can_snapshot = True
 
-    train_recipe = {"warmstart.episodes": 77, "warmstart.epochs": 5, "env.kwargs.size": 3}
+    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.episodes": 77, "warmstart.epochs": 5, "env.kwargs.size": 3}
 
 
 def test_env_train_recipe_fills_only_what_the_user_left_unset(tmp_path):

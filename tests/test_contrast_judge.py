@@ -125,7 +125,8 @@ STEP = st.tuples(STATES, ACTIONS, st.booleans())
        st.integers(1, 4))
 def test_random_groups_give_valid_deterministic_break_away_windows(success_steps, failed_steps, max_turns):
     s = traj("S", [("A", a, v) for _, a, v in success_steps[:1]] + success_steps[1:], True)
-    failures = [traj(f"F{j}", [("A", a, v) for _, a, v in steps[:1]] + steps[1:]) for j, steps in enumerate(failed_steps)]
+    failures = [traj(f"F{j}", [("A", a, v) for _, a, v in steps[:1]] + steps[1:])
+                for j, steps in enumerate(failed_steps)]
     request = JudgeRequest(Group("task", [s, *failures]), target=0, max_turns=max_turns)
     first, again = ContrastJudge().propose(request), ContrastJudge().propose(request)
     assert first == again

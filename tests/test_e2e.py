@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import pytest
 import torch
 
 import prover.registry
-
 from prover.config import load_config
 from prover.judges.random_judge import RandomJudge
 from prover.trainer import Trainer

@@ -7,7 +7,6 @@ are 0..4, the key lies in room 2, and opening the door in room 4 while holding t
 from __future__ import annotations
 
 import dataclasses
-
 import re
 from dataclasses import dataclass
 

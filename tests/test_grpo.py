@@ -102,7 +102,6 @@ def test_norm_std_step_stats_worked_example(make_batch, train_cfg):
     # mean = 19.8 / 6 = 3.3
     # squared deviations: 6.7^2 + 6.6^2 + 3.4^2 + 3 * 3.3^2 = 44.89 + 43.56 + 11.56 + 32.67 = 132.68
     # unbiased variance = 132.68 / 5 = 26.536
-    mean = 3.3
     std = math.sqrt(26.536)
     d = std + EPS
     assert turn_values(adv) == [[

@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import gymnasium
 import pytest
-from conftest import TINY_RUN
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
+from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import check_parts_fit, load_config
 from prover.envs import check_env, make_env

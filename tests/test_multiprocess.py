@@ -97,10 +97,10 @@ def test_what_several_processes_refuse(train_cfg):
 def test_padding_rows_change_nothing(tiny_policy_dir):
     """A process with fewer rows trains on empty rows too; they must add nothing to the gradient. (The
     gradient is compared, not the weights: Adam's step hardly changes when the gradient is scaled.)"""
+    import numpy as np
+
     from prover.config import LearnerConfig
     from prover.learner import Learner, Row
-
-    import numpy as np
 
     def one_update(n_padding: int) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
         learner = Learner(tiny_policy_dir, LearnerConfig(loss_agg="seq-mean-token-sum", grad_clip=1e9),
@@ -178,8 +178,9 @@ def test_accelerate_launch_trains_two_processes(tiny_run_overrides, tmp_path):
     for n in (0, 1, 2):
         assert sync(n, 0) == sync(n, 1), f"the processes sample from different weights after sync {n}"
     assert sync(1, 0) != sync(0, 0), "RL changed no weight"
-    from multiprocess_worker import digests
     from safetensors.torch import load_file
+
+    from multiprocess_worker import digests
 
     saved = digests(load_file(str(run / "checkpoints" / "step-2" / "model.safetensors")))
     assert saved == {k: v for k, v in sync(2, 0).items() if k in saved}, "the checkpoint is not the synced policy"

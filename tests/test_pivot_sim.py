@@ -90,7 +90,7 @@ def test_a_wrong_item_loses_at_the_vault_and_turns_run_out():
     wrong = next(o for o in env.world.stations[0].options if o != env.world.stations[0].right_item)
     for a in ("go forward", f"take {wrong}", "go forward"):
         env.step(a)
-    obs, reward, terminated, truncated, info = env.step("go forward")
+    obs, reward, terminated, _truncated, info = env.step("go forward")
     assert (reward, terminated, info["won"]) == (0.0, True, False) and "rejects your items" in obs
     env.reset(seed=5)
     for _ in range(4):
@@ -113,10 +113,10 @@ def test_the_expert_always_wins_without_noise_and_seeds_are_deterministic():
     for kwargs in ({}, {"n_pivots": 4, "n_options": 6, "delay": 7, "clue": "memory"}):
         env = PivotSimEnv(**kwargs)
         for seed in range(50):
-            obs, _ = env.reset(seed=seed, options={"split": "test" if seed % 2 else "train"})
+            _obs, _ = env.reset(seed=seed, options={"split": "test" if seed % 2 else "train"})
             steps = 0
             while (a := env.expert_action()) is not None:
-                obs2, reward, terminated, truncated, info = env.step(a)
+                _obs2, _reward, _terminated, _truncated, info = env.step(a)
                 steps += 1
             assert info["won"] and steps == env.expert_steps
     a, b = PivotSimEnv(), PivotSimEnv()

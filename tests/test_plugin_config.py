@@ -15,14 +15,12 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import field_help, load_config
 from prover.errors import ConfigError, validation_line
 from prover.plugin_config import Configurable
 from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, JUDGES
-
-from conftest import TINY_RUN
-
 
 # -- engine.kwargs of the hf engine ------------------------------------------------------------------
 BAD_HF_KWARGS = {"engine.kwargs.batch_sise=4": "unknown config field 'engine.kwargs.batch_sise'",

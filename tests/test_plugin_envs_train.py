@@ -8,15 +8,15 @@ import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any, ClassVar
 
 import pytest
 
+from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import WarmStartConfig, load_config
 from prover.envs import TextEnv
 from prover.errors import ConfigError
-
-from conftest import TINY_RUN
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 
@@ -76,7 +76,7 @@ def test_prover_train_runs_one_step_on_each_plugin_env(env_name, tmp_path, reque
 class RecipeParent(TextEnv):
     """Never built: its recipe sets a constructor argument that only it takes."""
 
-    train_recipe = {"env.kwargs.width": 3, "warmstart.episodes": 77}
+    train_recipe: ClassVar[dict[str, Any]] = {"env.kwargs.width": 3, "warmstart.episodes": 77}
 
     def __init__(self, width: int = 5) -> None:
         self.width = width
@@ -90,7 +90,7 @@ class RecipeChild(RecipeParent):
 
 
 class BadRecipe(RecipeChild):
-    train_recipe = {"env.kwargs.widht": 3}
+    train_recipe: ClassVar[dict[str, Any]] = {"env.kwargs.widht": 3}
 
 
 def test_a_recipe_applies_only_to_the_class_that_declares_it():

@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TINY_RUN
 
 import prover.policy
 import prover.policy.tiny
+from conftest import TINY_RUN
 from prover.config import load_config
 from prover.envs import make_env
 from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, warmstart_key
@@ -74,7 +74,7 @@ def test_warmstart_lr_counts_by_the_value_it_trains_with(tmp_path):
 def _prepare(run_dir: Path) -> Path:
     small = ["warmstart.episodes=2", "model.tiny.corpus_episodes=4"]  # what is built does not matter here
     cfg = load_config(None, [*TINY_RUN, *small, f"run.dir={run_dir}"])
-    envs = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
+    envs = lambda: make_env(cfg.env.name, **cfg.env.kwargs)  # noqa: E731
     return prepare_policy(cfg, RunDir(cfg), envs, Reporter(quiet=True))
 
 

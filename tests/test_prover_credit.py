@@ -99,7 +99,7 @@ def test_an_accepted_segment_moves_only_its_tokens_by_lambda_delta(make_batch):
     per_turn = [float(a[0]) for a in adv.flat()]
     assert per_turn[:4] == pytest.approx([7.5, 12.5, 12.5, 7.5])
     assert per_turn[4:] == pytest.approx([-2.5] * 10)
-    for a, b, turn in zip(adv.flat(), grpo(batch).flat(), batch.turns()):
+    for a, _b, turn in zip(adv.flat(), grpo(batch).flat(), batch.turns()):
         assert a.shape == (turn.n_tokens,) and np.all(a == a[0])  # every token of a turn alike
     diff = [float(a[0] - b[0]) for a, b in zip(adv.flat(), grpo(batch).flat())]
     assert diff == pytest.approx([0, 5.0, 5.0, 0] + [0] * 10)
@@ -249,8 +249,8 @@ def played(env, seed: int, name: str, choose, max_turns: int) -> Trajectory:
 def test_through_the_real_brancher(tmp_path):
     from prover.branching import Brancher
     from prover.engines.hf import HFEngine
-    from prover.policy.tiny import build_tiny_policy
     from prover.envs import make_env
+    from prover.policy.tiny import build_tiny_policy
     from prover.rollout import Rollout
     from prover.types import Batch, Group, SamplingParams
 

@@ -12,10 +12,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-
-from types import SimpleNamespace
 
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
 from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, ENGINES, ENVS, JUDGES, RETRIEVERS, Registry

@@ -31,7 +31,8 @@ def test_bm25_cache_is_reused_and_keyed_by_content(tmp_path):
     first = BM25Retriever(CORPUS, cache_dir=tmp_path)
     second = BM25Retriever(CORPUS, cache_dir=tmp_path)
     assert not first.loaded_from_cache and second.loaded_from_cache
-    assert [p.id for p in second.search("Velmora lighthouse", 3)] == [p.id for p in first.search("Velmora lighthouse", 3)]
+    query = "Velmora lighthouse"
+    assert [p.id for p in second.search(query, 3)] == [p.id for p in first.search(query, 3)]
     changed = CORPUS[:-1] + [Passage("d4", "Dravia", "Dravia is a sovereign state whose capital is Orn.")]
     assert corpus_hash(changed) != corpus_hash(CORPUS)
     third = BM25Retriever(changed, cache_dir=tmp_path)
@@ -75,11 +76,11 @@ def _serve(reply):
     """A real server on 127.0.0.1; ``reply(request_json) -> bytes`` decides what it answers."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the stdlib's name
+        def do_POST(self):  # the stdlib's name, hence not snake_case
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             try:
                 out = reply(body, self.path)
-            except Exception:  # the client went away while we slept
+            except Exception:  # noqa: BLE001 - the client went away while we slept
                 return
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -111,7 +112,8 @@ def test_http_client_reads_the_search_r1_schema():
     try:
         client = HttpRetriever(url, timeout=5)
         out = client.search_many(["alpha", "beta"], k=3)
-        assert [[p.id for p in row] for row in out] == [["alpha-0", "alpha-1", "alpha-2"], ["beta-0", "beta-1", "beta-2"]]
+        assert [[p.id for p in row] for row in out] == [["alpha-0", "alpha-1", "alpha-2"],
+                                                          ["beta-0", "beta-1", "beta-2"]]
         assert out[0][1] == Passage("alpha-1", "T1", "text about alpha")
         assert HttpRetriever(url + "/retrieve").search("gamma", 1)[0].title == "T0"
     finally:

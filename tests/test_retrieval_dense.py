@@ -16,8 +16,7 @@ from prover.envs.searchqa_sim import SearchqaSimEnv
 from prover.envs.searchqa_sim.kb import generate
 from prover.envs.searchqa_sim.questions import questions
 from prover.errors import ConfigError, ProverError, RetrievalError
-from prover.retrieval import Passage, Retriever, check_backend, make_retriever
-from prover.retrieval import dense
+from prover.retrieval import Passage, Retriever, check_backend, dense, make_retriever
 from prover.retrieval.bm25 import BM25Retriever
 from prover.retrieval.dense import EMBEDDINGS_FILE, INDEX_FILE, DenseRetriever
 from retrieval_corpus import CORPUS
@@ -124,7 +123,7 @@ def test_searchqa_sim_runs_on_dense_retrieval(tmp_path):
         env.reset(seed=seed)
         assert isinstance(env.retriever, DenseRetriever)
         while True:
-            _, reward, term, trunc, info = env.step(env.expert_action())
+            _, _reward, term, trunc, info = env.step(env.expert_action())
             if term or trunc:
                 break
         wins += info["won"]

@@ -70,7 +70,7 @@ def test_turns_are_token_exact(tiny_engine):
                 # the prompt ids are exactly the env's prompt text through the chat template
                 spec = agent_spec_for(env)
                 obs, info = env.reset(seed=int(group.task_id.split("/")[1]), options={"split": "train"})
-                for o, a in turn.history:
+                for _o, a in turn.history:
                     obs, _, _, _, info = env.step(a)
                 assert obs == turn.observation
                 text = spec.render(traj.task_text, obs, info["admissible_actions"], list(turn.history), t)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,8 +158,6 @@ def test_one_writer_per_run_folder_and_a_killed_writers_lock_is_taken_over(tmp_p
 
 
 def test_resume_reads_the_runs_own_config_in_every_spelling(finished_run, tmp_path, capsys):
-    import shutil
-
     for i, spelling in enumerate([["--run-dir", "{d}"], ["run.dir={d}"]]):
         run = tmp_path / f"copy-{i}"
         shutil.copytree(finished_run, run)
@@ -212,10 +211,10 @@ def _groups(folder: Path) -> list[dict]:
 def test_an_env_that_raises_or_pays_nan_ends_its_episodes_as_failed_env_errors(tmp_path):
     from conftest import TINY_RUN
     from prover.config import load_config
-    from prover.rollout import Rollout
     from prover.engines.hf import HFEngine
-    from prover.types import SamplingParams
     from prover.envs import make_env
+    from prover.rollout import Rollout
+    from prover.types import SamplingParams
 
     folder = tmp_path / "run"
     argv = [*TINY_RUN, "steps=1", f"run.dir={folder}", f"env.name={__name__}:NaNRewardEnv", "credit.name=grpo",
@@ -270,6 +269,7 @@ class NaNCredit:
 def test_non_finite_advantages_never_reach_the_weights_and_stop_the_run(tmp_path, capsys):
     import torch
     from safetensors.torch import load_file
+
     from conftest import TINY_RUN
 
     folder = tmp_path / "run"
@@ -298,11 +298,11 @@ def test_resume_survives_a_torn_groups_file_and_falls_back_from_a_damaged_checkp
     assert main(["train", *TINY_RUN, "steps=2", "run.save_groups=1", f"run.dir={folder}"]) == 0
     assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step-1", "step-2"]
     manifest = json.loads((folder / "checkpoints" / "step-2" / "manifest.json").read_text())
-    assert manifest["model.safetensors"]["bytes"] == (folder / "checkpoints" / "step-2" / "model.safetensors").stat().st_size
+    weights = folder / "checkpoints" / "step-2" / "model.safetensors"
+    assert manifest["model.safetensors"]["bytes"] == weights.stat().st_size
     # a full disk mid-step: groups.jsonl ends in half a record, and step 2's weights were cut short
     with (folder / "groups.jsonl").open("a") as f:
         f.write('{"step": 3, "group": 0, "traj')
-    weights = folder / "checkpoints" / "step-2" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     assert main(["train", "--resume", "--run-dir", str(folder), "steps=3"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
@@ -411,7 +411,6 @@ class BadTemplateEnv(AlfworldSimEnv):
 
 def test_a_model_without_a_chat_template_and_a_bad_prompt_template_fail_before_the_folder(
         finished_run, tiny_policy_dir, tmp_path, capsys):
-    import shutil
     from conftest import TINY_RUN
 
     model = tmp_path / "no-template"

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import TINY_RUN
 from prover.cli import main
 from prover.registry import AUTOLOAD_OFF_VAR
 from prover.scaffold import render
-
-from conftest import TINY_RUN
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"env": "scaf-env", "credit": "scaf_credit", "judge": "scaf-judge"}  # both separators

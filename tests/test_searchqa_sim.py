@@ -22,9 +22,9 @@ def _index_cache(tmp_path_factory, monkeypatch):
 
 
 def _play_expert(env, seed, split="train"):
-    obs, info = env.reset(seed=seed, options={"split": split})
+    _obs, info = env.reset(seed=seed, options={"split": split})
     while True:
-        obs, reward, term, trunc, info = env.step(env.expert_action())
+        _obs, reward, term, trunc, info = env.step(env.expert_action())
         if term or trunc:
             return reward, info
 
@@ -172,14 +172,14 @@ def test_empty_spans_act_as_in_search_r1():
     # its content, and qa_em.py em_check scores "" as 0; a "search" action searches its content, "" too
     env = SearchqaSimEnv()
     env.reset(seed=7)
-    obs, r, term, trunc, info = env.step("<search> </search>")
+    obs, r, term, _trunc, info = env.step("<search> </search>")
     assert (obs, info["is_action_valid"], info["searches_left"]) == ("<information></information>", True, 3)
     obs, r, term, _, info = env.step("<answer></answer>")
     assert (obs, r, term, info["won"]) == (ANSWERED, 0.0, True, False)
     env = SearchqaSimEnv(empty_action="invalid")  # the switch: prover's old rule
     env.reset(seed=7)
     for empty in ("<search> </search>", "<answer></answer>"):
-        obs, r, term, trunc, info = env.step(empty)
+        obs, r, term, _trunc, info = env.step(empty)
         assert (obs, r, term, info["is_action_valid"]) == (INVALID, 0.0, False, False)
 
 

@@ -17,7 +17,8 @@ def test_derive_seed_is_the_documented_hash():
 
 
 def test_streams_differ_by_run_seed_step_and_purpose():
-    seeds = {derive_seed(s, step, p) for s in range(5) for step in range(20) for p in ("rollout", "prover", "spo-chain")}
+    seeds = {derive_seed(s, step, p)
+             for s in range(5) for step in range(20) for p in ("rollout", "prover", "spo-chain")}
     assert len(seeds) == 5 * 20 * 3 and all(0 <= x < SEED_BOUND for x in seeds)
     # the mixes this replaced collided: SPO-chain branched with seed = step, the same stream for every run seed
     assert derive_seed(0, 4, "spo-chain") != derive_seed(1, 4, "spo-chain")

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sglang_server import SGLangTestServer
 
 from prover.config import LearnerConfig
 from prover.engines.hf import HFEngine
@@ -25,6 +24,7 @@ from prover.engines.sglang import SGLangEngine, parse_generation, request_seed, 
 from prover.errors import ConfigError, EngineError
 from prover.rollout import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
+from sglang_server import SGLangTestServer
 
 FAST = {"retries": 2, "retry_backoff_s": 0.01}
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
@@ -295,10 +295,10 @@ def test_disk_sync_puts_the_learners_weights_on_the_server(server, tiny_policy_d
     eng = make_engine(tiny_policy_dir, server, check_weights=True)
     _nudge(learner, 0.1)
     state = learner.policy_state_dict()
-    name = "model.layers.1.mlp.up_proj.weight"
-    assert not torch.equal(weight(server.url, name), state[name])
+    changed = "model.layers.1.mlp.up_proj.weight"
+    assert not torch.equal(weight(server.url, changed), state[changed])
     eng.update_weights(learner)
-    for name in ("model.embed_tokens.weight", name, "model.norm.weight"):
+    for name in ("model.embed_tokens.weight", changed, "model.norm.weight"):
         assert torch.equal(weight(server.url, name), state[name].float())
     assert [p.name for p in eng.syncer.root.iterdir()] == ["v1"]
     eng.update_weights(learner)
@@ -361,8 +361,9 @@ def test_distributed_sync_over_gloo(tiny_policy_dir):
 # -- end to end: prover train through a server, and through one that dies --------------------------------
 
 def test_train_through_sglang_and_survive_a_dying_server(tiny_run_overrides, tiny_policy_dir, tmp_path, capsys):
-    from prover.cli import main
     from safetensors.torch import load_file
+
+    from prover.cli import main
 
     run = tmp_path / "run"
     engine = ["engine.name=sglang", "engine.kwargs.retries=1", "engine.kwargs.retry_backoff_s=0.05"]

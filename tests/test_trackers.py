@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_RUN
 
+from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import TrainConfig
 from prover.run import RunDir

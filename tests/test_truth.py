@@ -3,6 +3,8 @@ pivotal turns are written down by hand."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from prover.envs.base import TextEnv
 from prover.truth import TruthScorer, segment_hits
 from prover.types import Batch, CheckedSegment, Group, Segment, Trajectory, Turn
@@ -20,8 +22,8 @@ def _traj(traj_id: str, n_turns: int, won: bool) -> Trajectory:
 class KnowsTruth(TextEnv):
     """Pivotal turns by trajectory id, as a test writes them down."""
 
-    table = {"g0#0": [2], "g0#1": [], "g1#0": [0, 4]}
-    asked: list = []
+    table: ClassVar[dict[str, list[int]]] = {"g0#0": [2], "g0#1": [], "g1#0": [0, 4]}
+    asked: ClassVar[list] = []
 
     def pivotal_turns(self, trajectory):
         self.asked.append(trajectory.traj_id)

@@ -195,7 +195,7 @@ def test_pages_and_text():
     assert info["admissible_actions"] == ["search[<your query>]"]
     assert info["available_actions"] == {"has_search_bar": True, "clickables": ["search"]}
     assert info["task"].endswith(f"and price lower than {env.goal.price_upper:.2f} dollars")
-    obs, reward, term, trunc, info = env.step(f"search[{env.goal.type_name}]")
+    obs, _reward, _term, _trunc, info = env.step(f"search[{env.goal.type_name}]")
     assert f"{SEP}Back to Search{SEP}Page 1 (Total results: " in obs and info["is_action_valid"]
     assert obs.startswith(f"Instruction:{SEP}")  # WebShop's heading is on search_page.html only
     asin = env.page.hits[0]
@@ -271,7 +271,7 @@ def test_lower_casing():
     assert all(a == a.lower() for a in info["admissible_actions"])
     *_, info = env.step("CLICK[buy now]")  # the action name is not lower-cased, as in WebShop
     assert not info["is_action_valid"]
-    obs, reward, term, _, info = env.step("click[Buy Now]")
+    obs, _reward, term, _, info = env.step("click[Buy Now]")
     assert info["is_action_valid"] and term and obs.startswith("Thank you for shopping with us!")
 
 
@@ -292,7 +292,7 @@ def test_buy_ends_the_episode_and_the_step_cap_truncates():
     env = WebshopSimEnv()
     env.reset(seed=5)
     while True:
-        obs, reward, term, trunc, info = env.step(env.expert_action())
+        _obs, reward, term, _trunc, info = env.step(env.expert_action())
         if term:
             break
     assert reward == info["task_score"] == 1.0 and info["won"] and env.expert_action() is None

@@ -15,6 +15,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ def _check_names(bench: BenchConfig) -> None:
     from prover.registry import CREDIT, ENVS, JUDGES
 
     for env in bench.envs:
-        _named(lambda: ENVS.get(env), f"envs: {env!r}")
+        _named(partial(ENVS.get, env), f"envs: {env!r}")
     for k in bench.env_overrides:
         if k not in bench.envs:
             raise ConfigError(f"bench env_overrides: {k!r} is not one of envs {bench.envs}")
@@ -172,9 +173,9 @@ def _check_names(bench: BenchConfig) -> None:
         if not re.fullmatch(r"[^+\s]+(\+[^+\s]+)?", m.name):
             raise ConfigError(f"bench method {m.name!r}: write 'credit' or 'credit+judge', "
                               "e.g. prover+contrast")
-        _named(lambda: CREDIT.get(m.credit), f"method {m.name!r}")
+        _named(partial(CREDIT.get, m.credit), f"method {m.name!r}")
         if m.judge is not None:
-            _named(lambda: JUDGES.get(m.judge), f"method {m.name!r}")
+            _named(partial(JUDGES.get, m.judge), f"method {m.name!r}")
         if rows.count(m.row) > 1:
             raise ConfigError(f"bench method {m.row!r} appears twice; give the variants different labels")
     if "baseline" in bench.model_fields_set and bench.baseline not in rows:  # the default may be absent

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -73,7 +73,7 @@ def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
         raise ProverError(f"its budget reference {cell.budget_ref} has not finished; it runs first, so see "
                           "why it failed above")
     out = cfg.model_copy(deep=True)
-    setattr(out.credit, "budget_from", str(cell.budget_ref / "metrics.jsonl"))
+    out.credit.budget_from = str(cell.budget_ref / "metrics.jsonl")
     return out
 
 
@@ -184,7 +184,7 @@ def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -
         try:
             if (path := plot_env(results, methods, env, out)) is not None:
                 plots.append(path)
-        except Exception as exc:  # a broken matplotlib install or backend costs that curve only
+        except Exception as exc:  # noqa: BLE001 - a broken matplotlib install or backend costs that curve only
             notes.append(f"learning curve of {env} skipped: {' '.join(f'{type(exc).__name__}: {exc}'.split())}")
     return plots, notes
 
@@ -202,7 +202,7 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
         echo(f"note: {note}")
     notes = [*plan.skipped, *precision_notes(plan), *(f"failed: {f}" for f in failed), *curve_notes,
              *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", "",
             f"Written {when} from the cells of:", "", "```bash", command, "```", "",
             f"{len(bench.envs)} env(s) × {len(methods)} method(s) × {len(bench.seeds)} seed(s), "

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -129,7 +130,7 @@ def auc(curve: dict[int, float], steps: int) -> float | None:
     if steps == 0:
         return float(curve[0])
     pts = sorted((s, float(v)) for s, v in curve.items() if 0 <= s <= steps)
-    area = sum((s1 - s0) * (v0 + v1) / 2 for (s0, v0), (s1, v1) in zip(pts, pts[1:]))
+    area = sum((s1 - s0) * (v0 + v1) / 2 for (s0, v0), (s1, v1) in itertools.pairwise(pts))
     return area / steps
 
 

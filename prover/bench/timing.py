@@ -142,8 +142,8 @@ def plan_line(plan: Plan) -> str:
     if est.cells == 0 and est.warmstarts == 0:
         return f"bench: nothing to train ({est.finished} cells already done)"
     if not est.measured:
-        return (f"bench: {work}; no cell's seconds per step measured yet ({where}): an estimate follows after the first "
-                "finished cell")
+        return (f"bench: {work}; no cell's seconds per step measured yet ({where}): an estimate follows after the "
+                "first finished cell")
     text = f"bench: {work}: {duration(est.seconds)} from the timings in {where}"
     borrowed = f" (not measured yet, priced like the others: {', '.join(est.borrowed)})" if est.borrowed else ""
     return text + borrowed

@@ -21,8 +21,16 @@ judge or a credit method: both rooms stand on this one.
 
 from __future__ import annotations
 
-from prover.chat.base import (ChatError, ChatModel, ChatReply, ToolCall, ask, assistant_message, count_reply,
-                              tool_message)
+from prover.chat.base import (
+    ChatError,
+    ChatModel,
+    ChatReply,
+    ToolCall,
+    ask,
+    assistant_message,
+    count_reply,
+    tool_message,
+)
 from prover.chat.cache import ReplyCache
 from prover.chat.client import LiteLLMChat, LiteLLMSettings, error_kind, redact_keys
 from prover.chat.local import LocalChat, LocalSettings, expand_path, require_xgrammar, template_messages

@@ -155,7 +155,7 @@ class LiteLLMChat(ChatModel):
             try:
                 resp = self._litellm.completion(**payload, api_key=self._api_key, timeout=s.timeout_s,
                                                 num_retries=0, max_retries=0, drop_params=True)
-            except Exception as exc:  # every provider error becomes one line; retry the transient ones
+            except Exception as exc:  # noqa: BLE001 - every provider error becomes one line; retry the transient ones
                 status = _status(exc)
                 transient = status is not None and (status == 429 or status >= 500)
                 first_line = self._redact(str(exc)).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -216,5 +216,5 @@ class LiteLLMChat(ChatModel):
             return float(hidden["response_cost"])
         try:
             return float(self._litellm.completion_cost(completion_response=resp) or 0.0)
-        except Exception:  # ModelNotMappedError and friends: a local model costs nothing we can price
+        except Exception:  # noqa: BLE001 - ModelNotMappedError and friends: a local model costs nothing we can price
             return 0.0

@@ -19,7 +19,8 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -148,7 +149,7 @@ class LocalChat(ChatModel):
         """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one
         ``generate`` call), its compiled grammar cached by the schema's text."""
         import xgrammar as xgr
-        import xgrammar.contrib.hf  # noqa: F401  (the transformers logits processor)
+        import xgrammar.contrib.hf  # loads xgr.contrib.hf, the transformers logits processor
 
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:

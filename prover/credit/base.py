@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class CreditContext:
     """What a method may use besides the batch."""
 
-    config: "TrainConfig"
+    config: TrainConfig
     brancher: Any = None  # continues episodes from recorded snapshots (branching methods)
     judge: Any = None  # proposes segments (ProVer)
     step: int = 0
@@ -57,12 +57,12 @@ class CreditAssigner(Configurable):
         self.config = config if config is not None else self.Config()
 
     @classmethod
-    def parse_config(cls, train_cfg: "TrainConfig") -> MethodConfig:
+    def parse_config(cls, train_cfg: TrainConfig) -> MethodConfig:
         """The method's own fields of the ``credit:`` section (``parse_settings``: one line on a bad one)."""
         return cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit", train_cfg.credit.name)
 
     @classmethod
-    def validate_config(cls, train_cfg: "TrainConfig") -> None:
+    def validate_config(cls, train_cfg: TrainConfig) -> None:
         """Refuse bad method fields and missing capabilities before any work starts."""
         cls.parse_config(train_cfg)
         if cls.needs_groups and train_cfg.rollout.group_size < 2:
@@ -77,11 +77,11 @@ class CreditAssigner(Configurable):
                                       f"{train_cfg.env.name!r} cannot snapshot; pick a method that does not branch")
 
     @classmethod
-    def from_train_config(cls, train_cfg: "TrainConfig") -> "CreditAssigner":
+    def from_train_config(cls, train_cfg: TrainConfig) -> CreditAssigner:
         return cls(cls.parse_config(train_cfg))
 
     @classmethod
-    def derived_settings(cls, train_cfg: "TrainConfig") -> dict[str, str]:
+    def derived_settings(cls, train_cfg: TrainConfig) -> dict[str, str]:
         """Settings the method derives from the run's, recorded in config.yaml as comments: the
         effective win range at the run's group size, for a method with ``eligible``."""
         cfg = cls.parse_config(train_cfg)
@@ -102,12 +102,12 @@ class CreditAssigner(Configurable):
         raise NotImplementedError
 
 
-def trajectory_score(traj: Trajectory, reward: "RewardConfig") -> float:
+def trajectory_score(traj: Trajectory, reward: RewardConfig) -> float:
     """The outcome score R_i of a trajectory: ``scale * env return`` (verl-agent: 10 * won)."""
     return reward.scale * traj.env_return
 
 
-def turn_scores(traj: Trajectory, reward: "RewardConfig") -> np.ndarray:
+def turn_scores(traj: Trajectory, reward: RewardConfig) -> np.ndarray:
     """(n_turns,) row scores: R_i minus the invalid-format penalty of that turn (verl-agent)."""
     r = trajectory_score(traj, reward)
     return np.array([r - reward.invalid_penalty * (not t.format_valid) for t in traj.turns], dtype=np.float64)

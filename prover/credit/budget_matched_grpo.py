@@ -48,7 +48,7 @@ class BudgetMatchedConfig(GRPOConfig):
                                     "env and seed): G' tracks its cumulative rollout plus branch tokens.")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "BudgetMatchedConfig":
+    def _one_source(self) -> BudgetMatchedConfig:
         if self.schedule is not None and self.budget_from is not None:
             raise ValueError("give credit.schedule or credit.budget_from, not both")
         if self.schedule is not None and (not self.schedule or self.schedule[0][0] > 1
@@ -97,7 +97,7 @@ class BudgetMatchedGRPO(GRPO):
         self.own_metrics = Path(own_metrics) if own_metrics else None  # this run's metrics.jsonl
 
     @classmethod
-    def from_train_config(cls, train_cfg) -> "BudgetMatchedGRPO":
+    def from_train_config(cls, train_cfg) -> BudgetMatchedGRPO:
         return cls(cls.parse_config(train_cfg), own_metrics=str(Path(train_cfg.run.dir) / "metrics.jsonl"))
 
     def group_sizes(self, step: int, n_tasks: int, default: int) -> list[int]:

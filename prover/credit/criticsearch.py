@@ -25,8 +25,8 @@ Departures and choices:
    {1, 0.8, 0.2, 0} correctness-by-format reward. CriticSearch has no norm field of its own.
 4. By default only groups whose wins lie in ``eligible`` (1-3 of 8, scaled to the group size as
    ProVer's: ``eligible_of``) are labelled, as in the ProVer paper's comparison, which is what this
-   baseline is here for; ``groups="all"`` labels every group (the paper). An unlabelled group keeps plain GRPO (weight 1, not 1 - alpha), so an all-failed or
-   all-won group gets exactly GRPO's advantage.
+   baseline is here for; ``groups="all"`` labels every group (the paper). An unlabelled group keeps
+   plain GRPO (weight 1, not 1 - alpha), so an all-failed or all-won group gets exactly GRPO's advantage.
 5. A critic call that fails, or whose answer is not exactly one Good/Bad label per turn (after
    ``max_repairs`` re-asks, default none), leaves its whole group at plain GRPO, counted in
    ``credit/critic_failures``: a group is never half critic, half not.
@@ -43,8 +43,19 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.chat import (ChatError, ChatModel, LiteLLMChat, LiteLLMSettings, LocalChat, LocalSettings, ask,
-                         assistant_message, count_reply, find_json_object, render_trajectory)
+from prover.chat import (
+    ChatError,
+    ChatModel,
+    LiteLLMChat,
+    LiteLLMSettings,
+    LocalChat,
+    LocalSettings,
+    ask,
+    assistant_message,
+    count_reply,
+    find_json_object,
+    render_trajectory,
+)
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
 from prover.errors import validation_line
@@ -185,7 +196,8 @@ class CriticSearch(CreditAssigner):
         cfg = self.config
         per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
         chosen = [gi for gi, g in enumerate(batch.groups)
-                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible, cfg.eligible_of)) and any(t.turns for t in g.trajectories)]
+                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible, cfg.eligible_of))
+                  and any(t.turns for t in g.trajectories)]
         jobs = [(gi, i) for gi in chosen for i, tr in enumerate(batch.groups[gi].trajectories) if tr.turns]
 
         def work(job: tuple[int, int]) -> tuple[list[bool] | None, JudgeUsage]:

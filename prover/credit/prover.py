@@ -56,7 +56,8 @@ from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest,
 
 class ProVerConfig(GRPOConfig, WinRangeConfig):
     eligible: tuple[int, int] = Field((1, 3), description="Groups with this many wins (min, max) and at least one "
-                                      "failure get a proposal (ProVer: 1 to 3 of 8), scaled to the group size (eligible_of).")
+                                      "failure get a proposal (ProVer: 1 to 3 of 8), scaled to the group size "
+                                      "(eligible_of).")
     target: Literal["shortest", "longest", "random"] = Field("shortest", description="Which success of an eligible "
                                                              "group the judge reads (ProVer: the shortest).")
     max_turns: int = Field(4, ge=1, description="L: the longest segment, in turns (ProVer: 4).")

@@ -61,7 +61,7 @@ class SPOSharedConfig(WinRangeConfig):
                                                          "[1, 3], whiten and prob_mask on, unless set explicitly.")
 
     @model_validator(mode="after")
-    def _apply_preset(self) -> "SPOSharedConfig":
+    def _apply_preset(self) -> SPOSharedConfig:
         if self.preset == "prover-comparison":
             for name, value in PROVER_COMPARISON.items():
                 if name not in self.model_fields_set:

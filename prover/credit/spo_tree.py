@@ -57,7 +57,7 @@ class SPOTreeConfig(SPOSharedConfig):
 class Node:
     traj: Trajectory  # the path from the root to this node
     start: int  # the node's own turns are traj.turns[start:]
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
     value: float = 0.0
 
 

@@ -47,7 +47,6 @@ from prover.branching import BranchRequest
 from prover.seeding import derive_seed
 from prover.types import Group
 
-
 SATURATION_SHARE = 0.5  # saturation needs this share of K drawn at each boundary
 TIE = 1e-9  # the sum in p_post_greater is exact up to rounding: a probability equal to the bound does not pass
 

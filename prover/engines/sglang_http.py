@@ -21,7 +21,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prover.errors import EngineError
 from prover.httpio import read_until
@@ -100,7 +101,7 @@ class ServerClient:
                 return exc.code, exc.read()
             except (OSError, http.client.HTTPException):
                 return exc.code, b""
-        except (socket.timeout, TimeoutError) as exc:
+        except TimeoutError as exc:
             raise self._timeout(path, timeout) from exc
         except http.client.HTTPException as exc:  # dropped mid-reply, garbled status line
             raise _Retryable(f"connection to {path} dropped ({type(exc).__name__})") from exc
@@ -141,7 +142,7 @@ def together(fns: list[Callable[[], Any]], timeout_s: float | None = None, what:
     def run(k: int, fn: Callable[[], Any]) -> None:
         try:
             done.put((k, fn(), None))
-        except BaseException as exc:  # handed to the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             done.put((k, None, exc))
 
     for k, fn in enumerate(fns):

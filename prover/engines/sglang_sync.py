@@ -150,7 +150,7 @@ class DistributedSync(DiskSync):
 
             try:
                 dist.destroy_process_group(self.group)
-            except Exception:  # best effort at shutdown: the servers may be gone already
+            except Exception:  # noqa: BLE001 - best effort at shutdown: the servers may be gone already
                 pass
             self.group = None
 

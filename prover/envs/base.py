@@ -62,8 +62,9 @@ window and the action parser, shared exactly between an embedded env and the rea
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Hashable
+from typing import Any, ClassVar
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -164,7 +165,7 @@ class TextEnv(gym.Env, Configurable):
         """An oracle's next action from the current state, or None if the env has no expert."""
         return None
 
-    def corpus_env(self) -> "TextEnv | None":
+    def corpus_env(self) -> TextEnv | None:
         """A fast env with this env's agent-facing text, for the tiny tokenizer's corpus; None: this env."""
         return None
 

@@ -4,7 +4,7 @@ their heavy dependencies only when built."""
 
 from __future__ import annotations
 
-from prover.judges.base import Judge, can_yield_segment, validate_segment, valid_segments
+from prover.judges.base import Judge, can_yield_segment, valid_segments, validate_segment
 from prover.registry import JUDGES
 
 
@@ -15,4 +15,4 @@ def make_judge(train_cfg) -> Judge | None:
     return JUDGES.get(train_cfg.judge.name).from_train_config(train_cfg)
 
 
-__all__ = ["Judge", "can_yield_segment", "make_judge", "validate_segment", "valid_segments"]
+__all__ = ["Judge", "can_yield_segment", "make_judge", "valid_segments", "validate_segment"]

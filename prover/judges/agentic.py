@@ -34,9 +34,24 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from prover.chat import (ChatError, ChatModel, ChatReply, LiteLLMChat, LiteLLMSettings, LocalChat, LocalSettings,
-                         ToolCall, ask, assistant_message, count_reply, cut_text, find_json_object,
-                         render_trajectory, require_xgrammar, tool_message)
+from prover.chat import (
+    ChatError,
+    ChatModel,
+    ChatReply,
+    LiteLLMChat,
+    LiteLLMSettings,
+    LocalChat,
+    LocalSettings,
+    ToolCall,
+    ask,
+    assistant_message,
+    count_reply,
+    cut_text,
+    find_json_object,
+    render_trajectory,
+    require_xgrammar,
+    tool_message,
+)
 from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, run_tool

@@ -39,16 +39,16 @@ class Judge(Configurable):
         self.config = config if config is not None else self.Config()
 
     @classmethod
-    def parse_config(cls, train_cfg: "TrainConfig") -> JudgeSettings:
+    def parse_config(cls, train_cfg: TrainConfig) -> JudgeSettings:
         """The judge's own fields of the ``judge:`` section (``parse_settings``: one line on a bad one)."""
         return cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge", str(train_cfg.judge.name))
 
     @classmethod
-    def validate_config(cls, train_cfg: "TrainConfig") -> None:
+    def validate_config(cls, train_cfg: TrainConfig) -> None:
         cls.parse_config(train_cfg)
 
     @classmethod
-    def from_train_config(cls, train_cfg: "TrainConfig") -> "Judge":
+    def from_train_config(cls, train_cfg: TrainConfig) -> Judge:
         return cls(cls.parse_config(train_cfg))
 
     def propose(self, request: JudgeRequest) -> JudgeResult:

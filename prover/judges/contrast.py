@@ -54,7 +54,8 @@ what the agent saw.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Literal
+from collections.abc import Callable, Hashable
+from typing import Literal
 
 from pydantic import Field
 

@@ -3,8 +3,9 @@
 An LLM judge reads the successful trajectory in full (``prover.chat.render_trajectory``), compact
 previews of the failed ones (``preview``), and may call ``search_trajectory(query, top_k)`` (a fuzzy
 search over the failed runs' turns) and ``get_segment(traj_id, start_turn, end_turn)`` (the text of
-some turns) before it answers with ``submit_segment``. Arguments written by a model are checked strictly: a bad id, range
-or type comes back as a one-line ``error: ...`` string the model can act on, never as an exception.
+some turns) before it answers with ``submit_segment``. Arguments written by a model are checked strictly: a
+bad id, range or type comes back as a one-line ``error: ...`` string the model can act on, never as an
+exception.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size

@@ -9,8 +9,8 @@ saved with ``save_pretrained`` so every other room loads them like any local che
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from prover.envs.base import TextEnv
 

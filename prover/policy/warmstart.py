@@ -9,7 +9,8 @@ noisy expert and starts from a middling success rate that RL can improve on.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prover.envs.base import TextEnv
 from prover.errors import CapabilityError

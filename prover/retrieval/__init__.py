@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from prover.errors import ConfigError, RetrievalError
 from prover.registry import RETRIEVERS
 from prover.retrieval.base import Passage, Retriever, format_documents
 
-__all__ = ["NEEDS", "Passage", "RETRIEVERS", "Retriever", "check_backend", "format_documents",
+__all__ = ["NEEDS", "RETRIEVERS", "Passage", "Retriever", "check_backend", "format_documents",
            "make_retriever"]
 
 # built-in backend -> (modules it needs, the pip extra that installs them), checked before it is imported
@@ -47,7 +47,7 @@ def check_backend(name: str) -> None:
                              f"installed; install it with: {fix}")
 
 
-def make_retriever(name: str, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None,
+def make_retriever(name: str, passages: Sequence[Passage], cache_dir: str | Path | bool | None = None,
                    **options) -> Retriever:
     """The backend ``name`` over ``passages``, its index cached under ``cache_dir`` (see base.py)."""
     check_backend(name)

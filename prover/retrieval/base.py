@@ -17,9 +17,10 @@ import importlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from prover.errors import RetrievalError
 
@@ -41,7 +42,7 @@ class Passage:
         return f'"{self.title}"\n{self.text}'
 
     @classmethod
-    def from_contents(cls, id: str, contents: str) -> "Passage":
+    def from_contents(cls, id: str, contents: str) -> Passage:
         """Inverse of ``contents``; a document without a newline is all text and no title."""
         title, sep, text = contents.partition("\n")
         if not sep:
@@ -91,7 +92,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV_VAR) or DEFAULT_CACHE_DIR).expanduser()
 
 
-def index_dir(cache_dir: str | Path | None | bool, key: str) -> Path | None:
+def index_dir(cache_dir: str | Path | bool | None, key: str) -> Path | None:
     """Where the index named ``key`` lives: ``None``/``True`` mean the default folder, ``False`` none."""
     if cache_dir is False:
         return None

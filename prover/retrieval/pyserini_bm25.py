@@ -27,12 +27,12 @@ import importlib
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from prover.errors import RetrievalError
-from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically
-from prover.retrieval.base import search_nonblank
+from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically, search_nonblank
 
 INDEX_FORMAT = "pyserini-lucene-v1"  # bump when the indexed text or the analyzer changes
 JAVA_NEEDED = 21  # anserini 1.7.1's class files are version 65
@@ -109,7 +109,7 @@ class PyseriniBM25Retriever:
     ``cache_dir=False`` the index lives in a temporary folder deleted with this object.
     """
 
-    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | None | bool = None,
+    def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | bool | None = None,
                  k1: float = 0.9, b: float = 0.4, threads: int = 2) -> None:
         if not passages:
             raise RetrievalError("PyseriniBM25Retriever needs at least one passage; got an empty corpus")

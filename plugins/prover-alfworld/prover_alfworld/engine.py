@@ -13,9 +13,9 @@ textworld and alfworld are imported here, on first use, never by ``import prover
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 # Predicates whose truth changes during play; the state key is built from these alone, so that
 # bookkeeping facts (``checked``) do not split states that behave the same.

@@ -30,7 +30,7 @@ A restore reloads the game only when another one is loaded, then resets and repl
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from prover.envs import TextEnv
 from prover.envs.alfworld_sim.env import SCENES

@@ -12,6 +12,7 @@ import pytest
 from prover.envs import ReplaySnapshot, TextEnv, check_env, make_env
 from prover.envs.alfworld_sim import AlfworldSimEnv
 from prover.errors import ConfigError
+
 from prover_alfworld import AlfworldEnv, emit
 
 
@@ -58,7 +59,7 @@ def test_data_folder_games_play_like_alfworld(tmp_path: Path) -> None:
     by_id = {sim.world.task_id: sim for sim in sims}
     ordered = sorted(by_id.values(), key=lambda s: f"{s.world.task_type}/trial_{s.replay_record()[0]:03d}")
     for seed, sim in enumerate(ordered):
-        obs, info = env.reset(seed=seed + len(sims))  # seeds wrap around the 4 games
+        _obs, info = env.reset(seed=seed + len(sims))  # seeds wrap around the 4 games
         assert info["task_id"] == f"train/{sim.world.task_type}/trial_{sim.replay_record()[0]:03d}"
         assert info["task_type"] == sim.world.task_type and info["task"] == sim.world.goal + "."
         walkthrough = json.loads((tmp_path / info["task_id"] / "game.tw-pddl").read_text())["walkthrough"]

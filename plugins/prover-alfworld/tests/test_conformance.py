@@ -17,12 +17,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from prover_alfworld import AlfworldEnv
 
 from prover.envs.alfworld_sim import TASK_TYPES, AlfworldSimEnv
 from prover.envs.alfworld_sim.engine import is_open
 from prover.envs.alfworld_sim.env import SCENES
 from prover.envs.alfworld_sim.world import generate
+
+from prover_alfworld import AlfworldEnv
 
 NOISE = ("jump", "take apple 9 from fridge 1", "go to moon 1", "examine", "  LOOK  ")
 

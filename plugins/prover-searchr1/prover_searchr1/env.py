@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prover.envs.searchqa_sim.env import SPLITS, SearchqaSimEnv, Snapshot
 from prover.envs.searchqa_sim.questions import Question
@@ -73,7 +73,7 @@ class CorpusHttpRetriever(HttpRetriever):
     @staticmethod
     def passage_from(item: Any) -> Passage:
         plain = HttpRetriever.passage_from(item)
-        doc = item["document"] if "document" in item else item
+        doc = item["document"] if "document" in item else item  # noqa: SIM401 - item may be any JSON value
         return CorpusPassage(plain.id, plain.title, plain.text, stored=str(doc["contents"]))
 
 
@@ -89,7 +89,7 @@ class SearchR1Env(SearchqaSimEnv):
     # The expert's turn is <search>question</search>: at most 11 tiny-tokenizer tokens on the fixture
     # questions, but 16-28 SmolLM2 tokens on NQ/HotpotQA-length ones and 23-64 under a tiny tokenizer
     # that has not seen their words, so the default 24 would cut real queries before </search>.
-    train_recipe = {"rollout.sampling.max_new_tokens": 64}
+    train_recipe: ClassVar[dict[str, Any]] = {"rollout.sampling.max_new_tokens": 64}
 
     def __init__(self, *, data_dir: str | os.PathLike, url: str = DEFAULT_URL, train_file: str | None = None,
                  test_file: str | None = None, timeout: float = 10.0, max_turns: int = 5,

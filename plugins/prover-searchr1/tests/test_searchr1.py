@@ -20,6 +20,7 @@ import pytest
 from prover.envs import check_env, make_env
 from prover.envs.searchqa_sim.prompts import PRESETS
 from prover.errors import ConfigError, RetrievalError
+
 from prover_searchr1 import SearchR1Env
 
 PASSAGES = [
@@ -55,7 +56,7 @@ class RetrievalServer:
         self.delay = 0.0
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the stdlib's name
+            def do_POST(self):  # the stdlib's name, hence not snake_case
                 if self.path != "/retrieve":
                     self.send_error(404)
                     return

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_searchr1 import RetrievalServer, write_jsonl
 
 from prover.config import RewardConfig, load_config
 from prover.credit.base import turn_scores
-from prover.policy.tiny import train_tokenizer
 from prover.envs import make_env
+from prover.policy.tiny import train_tokenizer
 from prover.rollout import Rollout
 from prover.types import Generation, SamplingParams
+from test_searchr1 import RetrievalServer, write_jsonl
 
 ROWS = [  # FlashRAG's jsonl rows, as Search-R1's data_process scripts read them
     {"id": "train_0", "question": "who founded orsk textiles", "golden_answers": ["Ilsa Korven"]},

@@ -10,7 +10,7 @@ that replay snapshots work for an env the framework has never seen.
 from __future__ import annotations
 
 from collections import deque
-from typing import Hashable
+from collections.abc import Hashable
 
 from prover.envs import AgentSpec, TextEnv
 from prover.errors import ConfigError, ContractError

@@ -8,6 +8,7 @@ import pytest
 
 from prover.envs import ReplaySnapshot, TextEnv, check_env, make_env
 from prover.errors import ConfigError
+
 from prover_textmaze import TextMazeEnv
 from prover_textmaze.layout import MAX_PLAN, layout_for
 

@@ -18,9 +18,9 @@ import pytest
 from prover.envs import make_env
 from prover.envs.webshop_sim.engine import SEP
 from prover.errors import ConfigError
-from prover_webshop import WebshopEnv
-
 from test_webshop_plugin import write_data
+
+from prover_webshop import WebshopEnv
 
 SLEEVE, SHAMPOO, EXTENSIONS = "B0SLEEVE01", "B0SHAMPOO1", "B0HAIREXT1"
 

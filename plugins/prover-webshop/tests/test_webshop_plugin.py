@@ -15,6 +15,7 @@ import pytest
 from prover.envs import check_env, make_env
 from prover.envs.webshop_sim.engine import SEP
 from prover.errors import ConfigError
+
 from prover_webshop import WebshopEnv
 
 JACKET, PACKABLE, UMBRELLA, MUG = "B000RAIN01", "B000RAIN02", "B000UMBR01", "B000MUG001"

@@ -36,8 +36,9 @@ are about which games exist):
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 from prover.envs.alfworld_sim.engine import NOTHING, State, choices, feedback, transition, welcome, won
 from prover.envs.alfworld_sim.expert import inspect_after, observed_action, plan

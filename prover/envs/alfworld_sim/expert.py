@@ -14,8 +14,8 @@ search over all commands on small rooms.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from itertools import permutations
-from typing import Iterator
 
 from prover.envs.alfworld_sim.engine import State, command, is_open, transition, won
 from prover.envs.alfworld_sim.world import LIGHT, PROCESSING, TWO, World

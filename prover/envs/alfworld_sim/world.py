@@ -118,10 +118,7 @@ def _receptacles(rng: random.Random, rules: Rules, room: str, required: list[str
         if not spare:
             break
         # v1 draws the extra types evenly; ALFWorld's rooms are mostly cabinets and drawers
-        if weights is None:
-            pick = rng.choice(spare)
-        else:
-            pick = rng.choices(spare, [weights[room][t] for t in spare])[0]
+        pick = rng.choice(spare) if weights is None else rng.choices(spare, [weights[room][t] for t in spare])[0]
         counts[pick] = counts.get(pick, 0) + 1
     return [f"{t} {i}" for t in sorted(counts) for i in range(1, counts[t] + 1)]
 

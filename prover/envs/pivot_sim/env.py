@@ -33,17 +33,16 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any, ClassVar
 
 from prover.envs.base import TextEnv
-from prover.envs.pivot_sim.engine import (INITIAL, INVALID, TASK, State, advance, arrives, choices,
-                                          feedback, welcome)
+from prover.envs.pivot_sim.engine import INITIAL, INVALID, TASK, State, advance, arrives, choices, feedback, welcome
 from prover.envs.pivot_sim.expert import expert_action, expert_path_length
 from prover.envs.pivot_sim.prompts import PRESETS
 from prover.envs.pivot_sim.search import Oracle
-from prover.envs.pivot_sim.world import (CLUE_MODES, KIND_NAMES, SPLITS, WORDS_PER_KIND, World, corridor_length,
-                                         generate)
+from prover.envs.pivot_sim.world import CLUE_MODES, KIND_NAMES, SPLITS, WORDS_PER_KIND, World, corridor_length, generate
 from prover.errors import ConfigError, ContractError
 
 ORACLE_CACHE = 256  # tasks whose solved values are kept
@@ -75,8 +74,8 @@ class PivotSimEnv(TextEnv):
     # Tuned with grpo on seed 101 (benchmarks/bench_pivot.yaml says how): a warm start that clones the
     # expert with half of its turns random puts the tiny policy at 20-50% held-out success (30% in the
     # bench) instead of ~90% after 1000 episodes; at lr 1e-4 GRPO fell, at 2e-5 it climbs slowly.
-    train_recipe = {"warmstart.episodes": 600, "warmstart.random_action_share": 0.5, "rollout.max_turns": 16,
-                    "learner.lr": 2e-5}
+    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.episodes": 600, "warmstart.random_action_share": 0.5,
+                                              "rollout.max_turns": 16, "learner.lr": 2e-5}
 
     def __init__(self, *, n_pivots: int = 2, n_options: int = 3, delay: int = 4, irrelevant_share: float = 0.75,
                  noise: float = 0.0, clue: str = "visible", max_steps: int | None = None,

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Sequence
+from typing import Any, ClassVar
 
 from prover.envs.base import TextEnv
 from prover.envs.searchqa_sim.kb import KnowledgeBase, generate
@@ -49,7 +50,7 @@ ANSWERED = "Answer received."
 _BASES: dict[tuple[str, str, str], tuple[KnowledgeBase, dict[str, list[Question]], Retriever]] = {}
 
 
-def load_base(tag: str, cache_dir: str | Path | None | bool = None, retriever: str = "bm25"):
+def load_base(tag: str, cache_dir: str | Path | bool | None = None, retriever: str = "bm25"):
     """The knowledge base ``tag``, its questions and its ``retriever`` index, built once per process."""
     key = (tag, str(cache_dir), retriever)
     if key not in _BASES:
@@ -89,7 +90,8 @@ class SearchqaSimEnv(TextEnv):
     native_snapshot = True
     # The tiny policy learns single-hop questions from a long warm start (held-out 0.16 after it, 0.22
     # after 12 GRPO steps, seed 0); on bridge and comparison questions it stays at 0.
-    train_recipe = {"env.kwargs.question_types": ["single"], "warmstart.episodes": 3000, "warmstart.epochs": 3}
+    train_recipe: ClassVar[dict[str, Any]] = {"env.kwargs.question_types": ["single"], "warmstart.episodes": 3000,
+                                              "warmstart.epochs": 3}
 
     def __init__(self, *, question_types: Sequence[str] = KINDS, n_kbs: int = 200, max_turns: int = 5,
                  max_searches: int = 4, topk: int = 3, prompt: str = "compact",
@@ -129,7 +131,7 @@ class SearchqaSimEnv(TextEnv):
         if split not in SPLITS:
             raise ConfigError(f"searchqa-sim: unknown split {split!r}; choose one of {SPLITS}")
         self.tag = f"{split}-{seed % self.n_kbs}"
-        kb, by_kind, self.retriever = load_base(self.tag, self.cache_dir, self.retriever_name)
+        _kb, by_kind, self.retriever = load_base(self.tag, self.cache_dir, self.retriever_name)
         kind = self.question_types[int(self.np_random.integers(len(self.question_types)))]
         pool = by_kind[kind]
         self.question = pool[int(self.np_random.integers(len(pool)))]

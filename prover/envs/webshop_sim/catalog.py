@@ -28,9 +28,17 @@ from functools import lru_cache
 from string import ascii_uppercase, digits
 
 from prover.envs.webshop_sim.reward import COLORS
-from prover.envs.webshop_sim.vocab import (BRANDS, BULLET_TEMPLATES, DESCRIPTION_TEMPLATES,
-                                           INSTRUCTION_TEMPLATES, OPTION_VALUES, REVIEW_TEMPLATES,
-                                           TITLE_TEMPLATES, TYPES, ProductType)
+from prover.envs.webshop_sim.vocab import (
+    BRANDS,
+    BULLET_TEMPLATES,
+    DESCRIPTION_TEMPLATES,
+    INSTRUCTION_TEMPLATES,
+    OPTION_VALUES,
+    REVIEW_TEMPLATES,
+    TITLE_TEMPLATES,
+    TYPES,
+    ProductType,
+)
 
 DISTRACTOR_KINDS = ("missing-attribute", "wrong-options", "over-budget")
 CODE_FORMS = ("asin", "item")

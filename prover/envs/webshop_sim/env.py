@@ -28,9 +28,10 @@ token on the page and in the action.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Hashable
+from typing import Any, ClassVar
 
 from prover.envs.base import TextEnv
 from prover.envs.webshop_sim import engine
@@ -74,7 +75,8 @@ class WebshopSimEnv(TextEnv):
     # 8-product catalogs (two families) a search for the goal lists at least the target's family, so a
     # guess among the 8 codes is on the page half the time or more, and 4 epochs teach the rest
     # (docs/conformance.md: held-out success of seeds 0-2).
-    train_recipe = {"env.kwargs.codes": "item", "env.kwargs.catalog_size": 8, "warmstart.epochs": 4}
+    train_recipe: ClassVar[dict[str, Any]] = {"env.kwargs.codes": "item", "env.kwargs.catalog_size": 8,
+                                              "warmstart.epochs": 4}
 
     def __init__(self, *, catalog_size: int = 60, n_distractors: int = 3, catalog_seed: int = 0,
                  n_catalogs: int = 200, max_steps: int = 15, prompt: str = "compact",

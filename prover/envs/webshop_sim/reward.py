@@ -77,7 +77,7 @@ def token_set_ratio(s1: str, s2: str) -> int:
     c1 = " ".join(sorted(t1 & t2) + sorted(t1 - t2))
     c2 = " ".join(sorted(t1 & t2) + sorted(t2 - t1))
     best = max(ratio(sect, c1) if sect else 0.0, ratio(sect, c2) if sect else 0.0, ratio(c1, c2))
-    return int(round(best))
+    return round(best)
 
 
 def normalize_color(value: str, colors: tuple[str, ...] = COLORS) -> str:
@@ -92,7 +92,7 @@ def _pair_text(name: str, value: str, colors: tuple[str, ...]) -> str:
     where ``color in pair`` is true only for an element equal to a colour word, and then thefuzz's
     ``str(pair)``, whose tokens are those of ``"name value"`` (quotes, commas and brackets are dropped)."""
     for color in colors:
-        if color == name or color == value:
+        if color in (name, value):
             return color
     return f"{name} {value}"
 

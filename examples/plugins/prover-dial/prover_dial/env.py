@@ -8,8 +8,9 @@ with your task and keep `pytest tests` passing; docs/plugins.md in prover explai
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from prover.envs import AgentSpec, TextEnv
 from prover.errors import ConfigError, ContractError
@@ -39,7 +40,7 @@ class DialEnv(TextEnv):
     native_snapshot = True  # snapshot() copies a few fields instead of replaying every action
     # Settings with which the tiny policy learns this env: `prover train env.name=dial` applies each one
     # that the user's config leaves unset (only with model.path=tiny).
-    train_recipe = {"rollout.max_turns": 12, "warmstart.episodes": 300}
+    train_recipe: ClassVar[dict[str, Any]] = {"rollout.max_turns": 12, "warmstart.episodes": 300}
     # The agent's prompt, as data. Short: a tiny model reads every token of it on every turn.
     agent_spec = AgentSpec(
         first_template="Task: {task}\nObservation: {observation}\nActions: {actions}",
