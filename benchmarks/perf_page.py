@@ -25,9 +25,9 @@ def adaptive_rule(verify: dict) -> dict | None:
     d = ProVerConfig()
     for row in verify.get("table", []):
         s = row["settings"]
-        if (row["draws"] == "same draws" and s.get("verify") == "adaptive" and s.get("samples", d.samples) == d.samples
-                and s.get("round_size", d.round_size) == d.round_size
-                and s.get("free_samples", d.free_samples) == d.free_samples):
+        defaults = ("samples", "round_size", "free_samples", "saturation", "confidence")
+        if (row["draws"] == "same draws" and s.get("verify") == "adaptive"
+                and all(s.get(name, getattr(d, name)) == getattr(d, name) for name in defaults)):
             return row
     return None
 
