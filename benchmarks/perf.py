@@ -125,8 +125,8 @@ def section_verify(args: argparse.Namespace, keep: Path) -> dict:
     from verify_agreement import measure, tabulate
 
     if args.from_draws:  # the rules changed, the draws did not: replay them, keep when they were drawn
-        result = tabulate(json.loads((RESULTS / "verify-draws.json").read_text()))
-        result["drawn"] = load("verify").get("drawn") or load("verify")["measured"]
+        result, previous = tabulate(json.loads((RESULTS / "verify-draws.json").read_text())), load("verify")
+        result["drawn"] = previous.get("drawn") or previous["measured"]
         return result
 
     # the draws are kept beside the table: `verify_agreement.py --replay` measures new rules on them for free

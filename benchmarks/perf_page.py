@@ -11,9 +11,9 @@ under different loads (the load average is printed with each).
 """
 
 
-def when(result: dict) -> str:
-    m = result.get("measured", {})
-    return (f"_Measured {m.get('date', '?')}, {m.get('seconds', 0):.0f} s, load average "
+def when(result: dict, key: str = "measured") -> str:
+    m = result.get(key, {})
+    return (f"_{key.capitalize()} {m.get('date', '?')}, {m.get('seconds', 0):.0f} s, load average "
             f"{m.get('load_avg_1m', 0):.1f} on {m.get('cpus', '?')} CPUs._")
 
 
@@ -93,8 +93,8 @@ def section_verify(res: dict) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from verify_agreement import markdown
 
-    drawn = when({"measured": res["drawn"]}).replace("_Measured", "_Drawn") if "drawn" in res else ""
-    return ["## Verification rules against fixed K = 32", "", when(res), "", *([drawn, ""] if drawn else []),
+    drawn = [when(res, "drawn"), ""] if "drawn" in res else []  # rules replayed on draws kept from then
+    return ["## Verification rules against fixed K = 32", "", when(res), "", *drawn,
             f"`python benchmarks/verify_agreement.py --batches {res['batches']} {' '.join(res['overrides'])}`",
             "", markdown(res)]
 

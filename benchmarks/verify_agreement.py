@@ -117,10 +117,8 @@ def proposal_record(b: Boundaries, draws: dict) -> dict:
 
 def run_rule(brancher, segments: list[Boundaries], settings: dict) -> list:
     """The verdicts of one rule on fresh tallies of ``segments``, every other setting at the credit default."""
-    cfg = ProVerConfig().model_copy(update=settings)
     fresh = [Boundaries(b.group, b.target, b.turns) for b in segments]
-    return verify(brancher, fresh, k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size,
-                  confidence=cfg.confidence, free_samples=cfg.free_samples, seed=0, saturation=cfg.saturation)
+    return verify(brancher, fresh, seed=0, **ProVerConfig().model_copy(update=settings).verify_kwargs())
 
 
 VERIFY_FIELDS = ("samples", "verify", "round_size", "confidence", "free_samples", "saturation")
@@ -191,7 +189,9 @@ def replay(rec: dict, settings: dict) -> tuple[list, int, int]:
 def reference_sure(rec: dict) -> list[bool]:
     """Per proposal: is the reference itself at least 95% sure of its decision (Beta(1, 1) priors)?"""
     def tally(d: list) -> Tally:
-        return Tally(wins=sum(int(w) for w, _ in d), n=len(d))
+        counted = Tally()
+        counted.add([w for w, _ in d])
+        return counted
     ps = [p_post_greater(tally(p["draws"][0]), tally(p["draws"][1])) for b in rec["batches"] for p in b["proposals"]]
     return [p > 0.95 or p < 0.05 for p in ps]
 
@@ -213,13 +213,11 @@ def tabulate(rec: dict, rules: dict | None = None) -> dict:
     ref_name = f"fixed K={rec['ref_k']} (reference)"
     rules = {ref_name: {"verify": "fixed", "samples": rec["ref_k"], "free_samples": False},
              **(RULES if rules is None else rules)}
-    ref, _, _ = replay(rec, rules[ref_name])
-    sure = reference_sure(rec)
+    replayed = {name: replay(rec, settings) for name, settings in rules.items()}
+    ref, sure = replayed[ref_name][0], reference_sure(rec)
     rollout_tokens = float(sum(b["rollout_tokens"] for b in rec["batches"]))
-    table = []
-    for name, settings in rules.items():
-        got, drawn, tokens = replay(rec, settings)
-        table.append(row(name, "same draws", settings, got, ref, sure, drawn, tokens, rollout_tokens))
+    table = [row(name, "same draws", rules[name], got, ref, sure, drawn, tokens, rollout_tokens)
+             for name, (got, drawn, tokens) in replayed.items()]
     table += [row(name, "new draws", rules.get(name, {}), [tuple(v) for v in got["verdicts"]], ref, sure,
                   got["continuations"], got["tokens"], rollout_tokens) for name, got in rec["new_draws"].items()]
     return {"proposals": len(ref), "decisive": int(sum(sure)), "ref_k": rec["ref_k"], "batches": len(rec["batches"]),

@@ -78,6 +78,11 @@ class ProVerConfig(GRPOConfig, WinRangeConfig):
     free_samples: bool = Field(False, description="Count the group's own trajectories that stood in a boundary "
                                "state as samples of its value, and branch only for the rest of K.")
 
+    def verify_kwargs(self) -> dict:
+        """These settings as ``verification.verify`` takes them (the Brancher, segments and seed apart)."""
+        return {"k": self.samples, "rule": self.verify, "round_size": self.round_size,
+                "confidence": self.confidence, "free_samples": self.free_samples, "saturation": self.saturation}
+
     @field_validator("eligible")
     @classmethod
     def _ordered(cls, v: tuple[int, int]) -> tuple[int, int]:
@@ -141,8 +146,7 @@ class ProVer(GRPO):
         self.judge_watch.observe(usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
         verdicts = verify(ctx.brancher, [Boundaries(batch.groups[gi], req.target, (seg.start_turn, seg.end_turn + 1))
                                          for gi, req, seg, _, _ in valid],
-                          k=cfg.samples, rule=cfg.verify, round_size=cfg.round_size, confidence=cfg.confidence,
-                          free_samples=cfg.free_samples, seed=seed, saturation=cfg.saturation)
+                          seed=seed, **cfg.verify_kwargs())
         deltas = [v.delta for v in verdicts]
         for (gi, req, seg, why, replies), v in zip(valid, verdicts):
             checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies))
