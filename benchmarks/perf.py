@@ -125,7 +125,10 @@ def section_verify(args: argparse.Namespace, keep: Path) -> dict:
     from verify_agreement import measure, tabulate
 
     if args.from_draws:  # the rules changed, the draws did not: replay them, keep when they were drawn
-        result, previous = tabulate(json.loads((RESULTS / "verify-draws.json").read_text())), load("verify")
+        draws = RESULTS / "verify-draws.json"
+        if not draws.is_file():
+            raise SystemExit(f"perf: no kept draws yet ({draws}); run --sections verify without --from-draws first")
+        result, previous = tabulate(json.loads(draws.read_text())), load("verify")
         result["drawn"] = previous.get("drawn") or previous["measured"]
         return result
 
