@@ -1,8 +1,9 @@
 """The contrast judge on hand-built groups whose answer is known by construction, and, over random
 groups, that every proposal is valid, at most L turns, deterministic, and ends where the success
-breaks away from the failed runs (the definition in prover/judges/contrast.py). Then text-contrast:
-the same rule aligned by observation text, which parts from contrast where states and texts do not
-match one to one, agrees with it where they do, and never reads state_key."""
+breaks away from the failed runs (the definition in prover/judges/contrast.py). Then alignment by
+observation text: the break-away rule in text parts from contrast where states and texts do not match one
+to one, agrees with it where they do, and never reads state_key; and text-contrast's own rule
+(``rule="frequency"``, step 5), on hand-built groups whose answer is worked out in each test."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from prover.config import load_config
 from prover.errors import ConfigError
 from prover.judges import make_judge, validate_segment
-from prover.judges.contrast import ContrastJudge, ContrastSettings
+from prover.judges.contrast import ContrastJudge, ContrastSettings, TextContrastJudge, TextContrastSettings
 from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
 
 
@@ -154,11 +155,16 @@ def seen(name: str, steps: list[tuple[object, str, str]], won: bool = False) -> 
     return Trajectory(name, "task", "put a mug in the sink", turns=turns, won=won)
 
 
-def ask_named(name: str, success: Trajectory, *failures: Trajectory) -> Segment | None:
+def ask_named(name: str, success: Trajectory, *failures: Trajectory, **settings_) -> Segment | None:
+    """Judge ``name`` with its own settings; text-contrast keeps the break-away rule unless told otherwise,
+    so that the alignment tests below compare one rule under two alignments."""
     from prover.registry import JUDGES
 
     request = JudgeRequest(Group("task", [success, *failures]), target=0, max_turns=4)
-    result = JUDGES.get(name)().propose(request)
+    cls = JUDGES.get(name)
+    if name == "text-contrast":
+        settings_.setdefault("rule", "break-away")
+    result = cls(cls.Config(**settings_)).propose(request)
     return result.proposal.segment if result.proposal else None
 
 
@@ -231,4 +237,87 @@ def test_text_contrast_agrees_with_contrast_when_each_state_has_its_own_text(suc
     request = JudgeRequest(Group("task", [s, *failures]), target=0, max_turns=max_turns)
     from prover.registry import JUDGES
 
-    assert JUDGES.get("text-contrast")().propose(request) == ContrastJudge().propose(request)
+    text_break_away = JUDGES.get("text-contrast")(TextContrastSettings(rule="break-away"))
+    assert text_break_away.propose(request) == ContrastJudge().propose(request)
+
+
+# -- text-contrast's rule: the action most typical of winning, least of failing (step 5) ----------------
+
+def ask_frequency(*trajectories: Trajectory, **settings_) -> tuple[Segment | None, str]:
+    """text-contrast with its defaults on a group whose first trajectory is the success asked about."""
+    request = JudgeRequest(Group("task", list(trajectories)), target=0, max_turns=4)
+    result = TextContrastJudge(TextContrastSettings(**settings_)).propose(request)
+    if result.proposal is None:
+        return None, result.failure
+    assert validate_segment(request, result.proposal.segment) is None
+    return result.proposal.segment, result.proposal.rationale
+
+
+def corridor(name: str, first: str, second: str, won: bool = False) -> Trajectory:
+    # what pivot-sim shows: the racks' texts and the walk are the same whatever the bag holds
+    return seen(name, [(1, "rack 1: red, gold", f"take {first}"), (2, "the vault is 2 steps ahead", "go forward"),
+                       (3, "rack 2: blue, green, gold", f"take {second}"), (4, "the vault is 1 step ahead",
+                                                                            "go forward")], won)
+
+
+def test_a_hidden_bag_sends_the_break_away_rule_to_the_approach_and_frequency_to_the_choice():
+    s = corridor("S", "red", "blue", won=True)
+    failures = [corridor("F1", "red", "green"), corridor("F2", "gold", "blue"), corridor("F3", "red", "gold")]
+    # break-away in text: every text of S is one a failed run saw, the last (turn 3) included, so only the
+    # final action is new -> the approach: turns 0..2, the last L=4 valid turns before the final one
+    assert ask_named("text-contrast", s, *failures) == Segment("S", 0, 2)
+    # frequency, by hand (S is the only success, so w = 1 wherever S went):
+    #   turn 0 take red:    f = 2/3 (F1, F3)  -> 1 - 2/3 = 1/3
+    #   turn 1 go forward:  f = 3/3           -> 0
+    #   turn 2 take blue:   f = 1/3 (F2)      -> 1 - 1/3 = 2/3   <- the largest
+    #   turn 3 is final: never proposed (no state after it to branch from)
+    seg, why = ask_frequency(s, *failures)
+    assert seg == Segment("S", 2, 2) and why.startswith("frequency:") and "1 of 3 failed" in why
+
+
+def test_the_other_successes_count_and_a_move_the_failed_runs_share_scores_below_zero():
+    s = seen("S", [(1, "hall", "wait"), (1, "hall", "open door"), (2, "room", "take gem")], True)
+    s2 = seen("S2", [(1, "hall", "open door"), (2, "room", "take gem")], True)
+    f = seen("F", [(1, "hall", "wait"), (1, "hall", "wait"), (1, "hall", "go back")])
+    # winning visits to "hall": wait, open door, open door; failed: wait, wait, go back
+    #   turn 0 wait:      1/3 - 2/3 = -1/3
+    #   turn 1 open door: 2/3 - 0   = 2/3   <- the proposal
+    assert ask_frequency(s, s2, f)[0] == Segment("S", 1, 1)
+
+
+def test_an_idiosyncratic_move_of_one_success_loses_to_the_move_every_success_made():
+    s = seen("S", [(1, "hall", "sing"), (2, "vault", "take gem"), (3, "exit", "leave")], True)
+    s2 = seen("S2", [(1, "hall", "go left"), (2, "vault", "take gem"), (3, "exit", "leave")], True)
+    f1 = seen("F1", [(1, "hall", "go left"), (2, "vault", "drop gem")])
+    f2 = seen("F2", [(1, "hall", "go right"), (2, "vault", "drop gem")])
+    #   turn 0 sing:     w = 1/2 (S only), f = 0 -> 1/2
+    #   turn 1 take gem: w = 2/2,          f = 0 -> 1     <- the proposal
+    # (counting S's visits alone, both would score 1 and the tie would go to turn 0)
+    assert ask_frequency(s, s2, f1, f2)[0] == Segment("S", 1, 1)
+
+
+def test_ties_go_to_the_more_visited_situation_then_to_the_earlier_turn():
+    # turns 0 and 1 both score 1 - 0 = 1; "b" was visited by two failed runs, "a" by one
+    s = seen("S", [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")], True)
+    f1 = seen("F1", [(1, "a", "q"), (2, "b", "r")])
+    f2 = seen("F2", [(2, "b", "r")])
+    assert ask_frequency(s, f1, f2)[0] == Segment("S", 1, 1)
+    # equal evidence (F1 alone: one failed visit to each): the earlier turn
+    assert ask_frequency(s, f1)[0] == Segment("S", 0, 0)
+
+
+def test_no_turn_above_zero_falls_back_to_the_approach_or_to_nothing():
+    # S did what the failed run did in every situation but the final one: every score is 1 - 1 = 0
+    s = seen("S", [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")], True)
+    f = seen("F", [(1, "a", "x"), (2, "b", "y"), (3, "c", "w")])
+    seg, why = ask_frequency(s, f)
+    assert seg == Segment("S", 0, 1) and why.startswith("approach:")
+    assert ask_frequency(s, f, fallback="none")[0] is None
+
+
+def test_a_rejected_action_is_never_the_frequency_proposal():
+    s = traj("S", [("A", "x"), ("B", "y", False), ("C", "z")], True)
+    s.turns[1].observation = "b"  # aligned with F below, new there, but rejected by the env
+    # turn 1 would win (score 1, two failed visits, against turn 0's score 1 and one visit) if it were valid
+    f = seen("F", [("A", "A", "q"), ("B", "b", "r"), ("B", "b", "r")])
+    assert ask_frequency(s, f)[0] == Segment("S", 0, 0)

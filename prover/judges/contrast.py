@@ -39,6 +39,24 @@ Why not simply the first divergence: a success often diverges early in a way tha
 different first room) and then walks back into situations the failed runs were in; the situations it
 reaches afterwards tell that such a divergence did not separate it from them. The break-away does.
 
+Why text mode needs another rule (``rule="frequency"``, text-contrast's default). Observations rarely show
+the whole state: in pivot-sim a success that took the right item walks on through corridor texts that the
+failed runs, carrying a wrong item, saw too. Measured on tuning seeds (benchmarks/judge_truth.py, pivot-sim
+defaults, seeds 100-109, 1711 judged groups), the break-away rule in text mode fell back to "approach" on
+78% of groups (24.5% hits: walking turns), and its break-away windows hit 0.3%: a text that no failed run
+saw (a filler that reads the bag) is not a state they never reached. Text re-entering shared situations
+says nothing about whether the state did, so "where S left the failed runs for good" cannot be read off
+text. What text can still tell is which choice S made that the failed runs, in the same situation, did
+not make, and the other successes did:
+
+5. (``rule="frequency"``) For every valid, non-final turn t of S whose situation k a failed run was in,
+   let w(t) be the share of the group's successful visits to k (S's own included) at which S's action
+   a_t was taken, and f(t) the share of the failed runs' visits to k at which it was. The proposal is the
+   one turn with the largest w(t) - f(t) > 0: the action most typical of winning and least of failing in
+   a situation both were in. Ties go to the situation the failed runs visited most (more evidence), then
+   to the earlier turn. It reads what an LLM judge would compare in the transcripts: in the same text,
+   who did what, and how it ended. When no turn scores above 0 the fallbacks below apply.
+
 Fallbacks, named in the rationale so that acceptance rates can be split by them:
 - "approach": S's situation before its final turn is aligned, so only its final (winning) action was
   new, and the final turn cannot be verified (no state after it to branch from). The window is then
@@ -71,14 +89,23 @@ class ContrastSettings(JudgeSettings):
         "(hidden state, which neither the agent nor an LLM judge sees), or 'text', the observation "
         "text the agent saw (what text-contrast uses).")
     fallback: Literal["approach", "none"] = Field(
-        "approach", description="When the success breaks away from the failed runs only with its "
-        "final action: propose the last L valid turns before it ('approach') or nothing ('none').")
+        "approach", description="When the rule finds no window (the success breaks away only with its "
+        "final action, or no turn scores above 0): propose the last L valid turns before it ('approach') "
+        "or nothing ('none').")
+    rule: Literal["break-away", "frequency"] = Field(
+        "break-away", description="How the window is found (module docstring): 'break-away', the last "
+        "divergence before the success left the failed runs' situations for good (steps 1-4), or "
+        "'frequency', the one turn whose action is most typical of the group's successes and least of its "
+        "failed runs in a situation both were in (step 5; text-contrast's default).")
 
 
 class TextContrastSettings(ContrastSettings):
     align: Literal["text"] = Field(
         "text", description="Always 'text': runs are aligned by the observation text the agent saw, "
         "never by state_key (judge.name=contrast aligns by state).")
+    rule: Literal["break-away", "frequency"] = Field(
+        "frequency", description="As for contrast; 'frequency' by default because text rarely shows the "
+        "whole state, so a break-away read off text is no break-away of the state (module docstring).")
 
 
 def normalise_action(action: str) -> str:
@@ -146,12 +173,17 @@ class ContrastJudge(Judge):
         key = ALIGN_KEYS[self.config.align]
         keys = [key(turn) for turn in success.turns]
         index = alternatives(success, failures, key)
-        aligned = [t for t in range(n) if keys[t] in index]
-        last = aligned[-1] if aligned else None  # the initial state is shared, so this is rarely None
-        if last is not None and last <= n - 2:
-            result = self._break_away(request, index, keys, last)
+        if self.config.rule == "frequency":
+            result = self._most_typical_of_winning(request, key)
             if result is not None:
                 return result
+        else:
+            aligned = [t for t in range(n) if keys[t] in index]
+            last = aligned[-1] if aligned else None  # the initial state is shared, so this is rarely None
+            if last is not None and last <= n - 2:
+                result = self._break_away(request, index, keys, last)
+                if result is not None:
+                    return result
         if self.config.fallback == "none":
             return JudgeResult(None, failure="the success breaks away from the failed runs only at its final turn")
         seg = window_ending_at(success, 0, n - 2, request.max_turns)
@@ -160,6 +192,35 @@ class ContrastJudge(Judge):
         why = (f"approach: the success shares its situations with the failed runs until its final turn; "
                f"turns {seg.start_turn}..{seg.end_turn} lead up to it")
         return JudgeResult(Proposal(seg, rationale=why))
+
+    @staticmethod
+    def _most_typical_of_winning(request: JudgeRequest, key: Key) -> JudgeResult | None:
+        """Step 5 of the module docstring: the turn maximising w(t) - f(t), or None when none is > 0."""
+        success = request.success
+        visits: dict[bool, dict[Hashable, list[str]]] = {True: {}, False: {}}
+        for traj in request.group.trajectories:
+            for turn in traj.turns:
+                visits[traj.won].setdefault(key(turn), []).append(normalise_action(turn.action))
+        best, best_rank = None, None
+        for t in range(len(success.turns) - 1):
+            turn = success.turns[t]
+            failed = visits[False].get(key(turn))
+            if not failed or not _valid_turn(success, t):
+                continue
+            won, action = visits[True][key(turn)], normalise_action(turn.action)
+            score = won.count(action) / len(won) - failed.count(action) / len(failed)
+            rank = (score, len(failed), -t)
+            if score > 0 and (best_rank is None or rank > best_rank):
+                best, best_rank = (t, won.count(action), len(won), failed.count(action), len(failed)), rank
+        if best is None:
+            return None
+        t, w, nw, f, nf = best
+        seg = Segment(success.traj_id, t, t)
+        if validate_segment(request, seg) is not None:
+            return None
+        return JudgeResult(Proposal(seg, rationale=(
+            f"frequency: at turn {t} the success chose {success.turns[t].action!r}, taken at {w} of {nw} "
+            f"successful and {f} of {nf} failed visits to that situation")))
 
     @staticmethod
     def _break_away(request: JudgeRequest, index: dict[Hashable, set[str]], keys: list[Hashable],

@@ -1,0 +1,156 @@
+"""The free judges against the truth, with no model: Table 3's hit rates on groups a behaviour policy plays.
+
+A judge is scored where it is asked in training: the first success of a group that holds a success and a
+failure. The groups here are played by the env's observing expert with a share ``--random-share`` of its
+turns replaced by a uniformly random admissible action (the warm start's behaviour policy, not a trained
+one), so thousands of judged groups cost seconds and every judge sees the same groups. A proposal is a hit
+when its segment holds a pivotal turn (``env.pivotal_turns``; prover/truth.py); the pivotal share is the
+hit rate of a random one-turn segment.
+
+    python benchmarks/judge_truth.py                          # the settings of benchmarks/judge_truth.yaml
+    python benchmarks/judge_truth.py --sets tuning --paths    # the tuning rows only, text-contrast by rule path
+
+The settings (which seeds tune and which report, which env configurations are held out) are fixed in
+``judge_truth.yaml`` before the held-out rows are looked at. CIs are Wilson intervals on pooled proposals
+(proposals of one seed are nearly independent: each is a different task), beside the spread of the
+per-seed hit rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from pathlib import Path
+
+import yaml
+
+from prover.envs import make_env
+from prover.judges.base import JudgeSettings
+from prover.judges.contrast import ContrastJudge, ContrastSettings, TextContrastJudge, TextContrastSettings
+from prover.judges.random_judge import RandomJudge
+from prover.truth import segment_hits
+from prover.types import Group, JudgeRequest, Trajectory, Turn
+
+HERE = Path(__file__).parent
+JUDGES = {
+    "contrast": lambda: ContrastJudge(ContrastSettings()),
+    "text-contrast": lambda: TextContrastJudge(TextContrastSettings()),
+    "text-contrast (break-away, before)": lambda: TextContrastJudge(TextContrastSettings(rule="break-away")),
+    "random": lambda: RandomJudge(JudgeSettings()),
+}
+
+
+def play(env, task_seed: int, split: str, random_share: float, rng: random.Random, traj_id: str) -> Trajectory:
+    """One episode of the noisy expert; turns carry what a judge reads (no token ids: no model played it)."""
+    obs, info = env.reset(seed=task_seed, options={"split": split})
+    traj = Trajectory(traj_id, f"{split}/{task_seed}", "task", turns=[])
+    history: list[tuple[str, str]] = []
+    done = False
+    while not done:
+        admissible = tuple(info.get("admissible_actions", ()))
+        expert = env.expert_action()
+        action = rng.choice(admissible) if (rng.random() < random_share or expert is None) else expert
+        key = env.state_key()
+        nxt, reward, terminated, truncated, info = env.step(action)
+        traj.turns.append(Turn([], [], [], obs, "", action, True, bool(info.get("is_action_valid", True)),
+                               float(reward), key, history=tuple(history), admissible=admissible))
+        history.append((obs, action))
+        obs, done = nxt, terminated or truncated
+    traj.won = bool(info.get("won"))
+    return traj
+
+
+def judged_groups(env_kwargs: dict, seed: int, tasks: int, group_size: int, random_share: float):
+    """(group, target, env) for every group of ``tasks`` with a success and a failure; tasks differ per seed."""
+    env = make_env("pivot-sim" if "env" not in env_kwargs else env_kwargs["env"],
+                   **{k: v for k, v in env_kwargs.items() if k != "env"})
+    rng = random.Random(f"judge-truth/{seed}")
+    for i in range(tasks):
+        task_seed = seed * 100_000 + i
+        trajs = [play(env, task_seed, "train", random_share, rng, f"t{j}") for j in range(group_size)]
+        group = Group(f"train/{task_seed}", trajs)
+        if 0 < group.n_won < group_size:
+            yield group, next(j for j, t in enumerate(trajs) if t.won), env
+
+
+def score(config: dict, seeds: list[int], judges: list[str]) -> dict:
+    """Per judge: hits, proposals, segment turns, and per rule path and per seed counts."""
+    out = {name: {"hits": 0, "n": 0, "turns": 0, "asked": 0, "paths": {}, "seeds": {}} for name in judges}
+    share = []
+    for seed in seeds:
+        for group, target, env in judged_groups(config.get("env_kwargs", {}), seed, config["tasks"],
+                                                config["group_size"], config["random_share"]):
+            pivotal = env.pivotal_turns(group.trajectories[target])
+            share.append(len(pivotal) / len(group.trajectories[target].turns))
+            request = JudgeRequest(group, target, max_turns=config.get("max_turns", 4), seed=seed)
+            for name in judges:
+                row = out[name]
+                row["asked"] += 1
+                result = JUDGES[name]().propose(request)
+                if result.proposal is None:
+                    continue
+                seg = result.proposal.segment
+                hit = segment_hits(pivotal, seg.start_turn, seg.end_turn)
+                path = result.proposal.rationale.split(":", 1)[0]
+                row["hits"] += hit
+                row["n"] += 1
+                row["turns"] += seg.end_turn - seg.start_turn + 1
+                h, n = row["paths"].get(path, (0, 0))
+                row["paths"][path] = (h + hit, n + 1)
+                h, n = row["seeds"].get(seed, (0, 0))
+                row["seeds"][seed] = (h + hit, n + 1)
+    return {"rows": out, "pivotal_share": sum(share) / max(1, len(share)), "groups": len(share)}
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
+    lines = [f"### {name}: {config.get('note', '')}", "",
+             f"{result['groups']} judged groups; pivotal share {100 * result['pivotal_share']:.1f}%", "",
+             "| judge | proposals | mean len. | hit rate [95% Wilson] | per-seed hit rates |",
+             "|---|---|---|---|---|"]
+    for judge, row in result["rows"].items():
+        n = row["n"]
+        lo, hi = wilson(row["hits"], n)
+        per_seed = ", ".join(f"{100 * h / k:.0f}" for h, k in row["seeds"].values() if k)
+        lines.append(f"| {judge} | {n} of {row['asked']} | {row['turns'] / max(1, n):.2f} | "
+                     f"{100 * row['hits'] / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {per_seed} |")
+        if (show_paths and len(row["paths"]) > 1) or (show_paths and judge.startswith("text")):
+            for path, (h, k) in sorted(row["paths"].items()):
+                lines.append(f"| ↳ {path} | {k} | | {100 * h / max(1, k):.1f}% ({h}/{k}) | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=HERE / "judge_truth.yaml")
+    parser.add_argument("--sets", nargs="*", default=None, help="which settings of the file (default: all)")
+    parser.add_argument("--paths", action="store_true", help="split each judge's hits by its rule path")
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables to this markdown file")
+    args = parser.parse_args(argv)
+    spec = yaml.safe_load(args.config.read_text())
+    judges = spec["judges"]
+    chunks = []
+    for name, config in spec["settings"].items():
+        if args.sets and name not in args.sets:
+            continue
+        config = {**spec["defaults"], **config}
+        chunk = table(name, config, score(config, config["seeds"], judges), args.paths)
+        print(chunk, flush=True)
+        chunks.append(chunk)
+    if args.out:
+        args.out.write_text("\n".join(chunks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
