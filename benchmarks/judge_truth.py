@@ -64,8 +64,7 @@ def play(env, task_seed: int, split: str, random_share: float, rng: random.Rando
 
 def judged_groups(env_kwargs: dict, seed: int, tasks: int, group_size: int, random_share: float):
     """(group, target, env) for every group of ``tasks`` with a success and a failure; tasks differ per seed."""
-    env = make_env("pivot-sim" if "env" not in env_kwargs else env_kwargs["env"],
-                   **{k: v for k, v in env_kwargs.items() if k != "env"})
+    env = make_env(env_kwargs.get("env", "pivot-sim"), **{k: v for k, v in env_kwargs.items() if k != "env"})
     rng = random.Random(f"judge-truth/{seed}")
     for i in range(tasks):
         task_seed = seed * 100_000 + i
