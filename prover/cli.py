@@ -233,12 +233,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     from prover.bench.command import add_parser as add_bench_parser
+    from prover.checkpoint_state import add_parser as add_convert_checkpoint_parser
     from prover.judges.gguf_convert import add_parser as add_convert_parser
     from prover.view import add_parser as add_view_parser
 
     add_bench_parser(sub)
     add_view_parser(sub)
     add_convert_parser(sub)
+    add_convert_checkpoint_parser(sub)
     from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
 
     add_new_parser(sub)

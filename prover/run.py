@@ -6,7 +6,8 @@
     <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/trackers.py)
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
-    <run.dir>/checkpoints/step-N   model, tokenizer, optimizer.pt, rng.pt, state.json
+    <run.dir>/checkpoints/step-N   model, tokenizer, optimizer and rng state (.json + .safetensors: data, never
+                                   a pickle; see prover/checkpoint_state.py), manifest.json, state.json
 
 A checkpoint is written to a temporary folder and renamed into place, so a run killed at any moment
 leaves the previous checkpoint intact. Metrics are appended before the checkpoint is written; on
@@ -176,8 +177,10 @@ class RunDir:
         learner.save_pretrained(tmp, weights)
         import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
 
-        torch.save(learner.optimizer_state(), tmp / "optimizer.pt")
-        torch.save({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp / "rng.pt")
+        from prover.checkpoint_state import save_state
+
+        save_state(learner.optimizer_state(), tmp, "optimizer")
+        save_state({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp, "rng")
         write_manifest(tmp)
         (tmp / "state.json").write_text(json.dumps({"step": step}))  # last: its presence marks a whole checkpoint
 
@@ -190,6 +193,10 @@ class RunDir:
             fix = "start the run without --resume" if command == "--resume" else \
                 "train the run first, or give a model folder with --model"
             raise CheckpointError(f"{command}: no checkpoint in {str(self.ckpt_root)!r}; {fix}")
+        if command == "--resume":  # before the run folder changes: the state is read only after the start
+            from prover.checkpoint_state import refuse_old_format
+
+            refuse_old_format(ckpt)
         return ckpt
 
 
@@ -212,12 +219,16 @@ def write_manifest(folder: Path) -> None:
 
 
 def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
-    """Why a checkpoint does not match its manifest, or '' (a checkpoint from before manifests passes)."""
+    """Why a checkpoint does not match its manifest, or ''. One without a manifest is damaged: every
+    checkpoint prover writes has one, and the manifest is what vouches for the files beside it."""
     try:
         files = json.loads((folder / MANIFEST).read_text())
     except FileNotFoundError:
-        return ""
+        return f"{MANIFEST} is missing"
     except ValueError:
+        return f"{MANIFEST} is unreadable"
+    if not isinstance(files, dict) or not all(isinstance(w, dict) and {"bytes", "sha256"} <= w.keys()
+                                              for w in files.values()):
         return f"{MANIFEST} is unreadable"
     for name, want in files.items():
         path = folder / name
@@ -234,14 +245,18 @@ def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
     """Restore optimizer and RNG into ``learner`` (its weights came from the folder); return the step."""
     import torch
 
+    from prover.checkpoint_state import load_state
+
     try:
-        learner.load_optimizer_state(torch.load(ckpt / "optimizer.pt", weights_only=False))
-        rng = torch.load(ckpt / "rng.pt", weights_only=False)
+        optimizer, rng = load_state(ckpt, "optimizer"), load_state(ckpt, "rng")
+        learner.load_optimizer_state(optimizer)
         step = int(json.loads((ckpt / "state.json").read_text())["step"])
+        torch.set_rng_state(rng["torch"])
+        learner.rng.setstate(rng["learner"])
+    except CheckpointError:
+        raise
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {exc}") from exc
-    torch.set_rng_state(rng["torch"])
-    learner.rng.setstate(rng["learner"])
+        raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {' '.join(str(exc).split())[:300]}") from exc
     return step
 
 

@@ -46,7 +46,9 @@ def test_train_end_to_end(env_name, tiny_run_overrides, tmp_path):
             assert r["cost/rollout_tokens"] > 0
     assert (run / "config.yaml").is_file()
     ckpt = run / "checkpoints" / "step-2"
-    assert (ckpt / "optimizer.pt").is_file() and (ckpt / "rng.pt").is_file()
+    state = {"optimizer.json", "optimizer.safetensors", "rng.json", "rng.safetensors", "manifest.json"}
+    assert state <= {p.name for p in ckpt.iterdir()}
+    assert not list(ckpt.glob("*.pt"))  # no pickle in a run folder
     warm = next((run / "models").glob("warmstart-*"))
     base = next((run / "models").glob("base-*"))
     w0, w1, w2 = _weights(base), _weights(warm), _weights(ckpt)

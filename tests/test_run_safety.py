@@ -320,10 +320,10 @@ def test_no_intact_checkpoint_is_one_line_naming_each_damage(tmp_path, capsys):
 
     folder = tmp_path / "run"
     assert main(["train", *TINY_RUN, "steps=1", f"run.dir={folder}"]) == 0
-    (folder / "checkpoints" / "step-1" / "optimizer.pt").unlink()
+    (folder / "checkpoints" / "step-1" / "optimizer.safetensors").unlink()
     assert main(["train", "--resume", "--run-dir", str(folder), "steps=2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no intact checkpoint" in err[0] and "optimizer.pt is missing" in err[0]
+    assert len(err) == 1 and "no intact checkpoint" in err[0] and "optimizer.safetensors is missing" in err[0]
 
 
 # -- OS errors are one line naming the path -------------------------------------------------------------------
