@@ -219,6 +219,41 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; a bigger file is a mistake, refused before it is read
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: plain YAML keeps the last silently,
+    so a second ``rollout:`` block would drop the first one's settings."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"key {key!r} is given twice (lines {seen[key]} and {line})")
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def _read_yaml(p: Path, what: str) -> Any:
+    size = p.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what} {str(p)!r} has {size} bytes; a config file may have at most "
+                          f"{MAX_CONFIG_BYTES} (1 MiB)")
+    try:
+        return yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start})") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{line}") from exc
+
+
 def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
               what: str = "config file") -> dict:
     """A YAML file (optional; ``what`` names it in errors) with dotted overrides applied, unchecked: the one
@@ -228,14 +263,7 @@ def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = 
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"{what} {str(p)!r} does not exist")
-        try:
-            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start})") from exc
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{what} {str(p)!r} is not valid YAML{line}") from exc
+        tree = _read_yaml(p, what) or {}
         if not isinstance(tree, dict):
             raise ConfigError(f"{what} {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
     for text in overrides:

@@ -168,15 +168,19 @@ def pick_groups(groups: list[dict[str, Any]], most: int) -> list[dict[str, Any]]
 
 # -- the page ----------------------------------------------------------------------------------------
 
-def _summary(run: Path, history: list[dict[str, Any]]) -> str:
+def _summary(run: Path, history: list[dict[str, Any]], notes: list[str]) -> str:
     import yaml
 
     rows: list[tuple[str, str]] = []
     cfg_path = run / "config.yaml"
     if cfg_path.is_file():
         try:
-            cfg = yaml.safe_load(cfg_path.read_text()) or {}
-        except yaml.YAMLError:
+            cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError):
+            cfg = None
+        if not isinstance(cfg, dict):
+            notes.append("config.yaml is not a mapping of sections (not YAML, not UTF-8, or a list); "
+                         "the run's settings are not shown")
             cfg = {}
 
         def get(section: str, key: str | None = None) -> Any:
@@ -187,7 +191,7 @@ def _summary(run: Path, history: list[dict[str, Any]]) -> str:
                  ("judge", get("judge", "name")), ("steps", get("steps")), ("seed", get("seed")),
                  ("groups per step × group size", f"{get('rollout', 'groups_per_step')} × "
                                                    f"{get('rollout', 'group_size')}")]
-    evals = [r for r in history if r.get("phase") == "eval"]
+    evals = [r for r in history if r.get("phase") == "eval" and _is_number(r.get("eval/success"))]
     if evals:
         rows.append(("held-out success", " → ".join(f"{r['eval/success']:.3f} (step {r['step']})"
                                                     for r in evals)))
@@ -195,31 +199,61 @@ def _summary(run: Path, history: list[dict[str, Any]]) -> str:
     return f'<table class="summary">{body}</table>'
 
 
-def render(run_dir: str | Path, most_groups: int = 24) -> str:
-    run = Path(run_dir)
-    history = read_jsonl(run / "metrics.jsonl")
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def metric_records(rows: list[Any], notes: list[str]) -> list[dict[str, Any]]:
+    """The records of metrics.jsonl the page can draw: a mapping with a whole ``step`` and a ``phase`` name;
+    values that are not numbers are left out of the curves by ``charts_html``. The rest are counted."""
+    good = [r for r in rows if isinstance(r, dict) and type(r.get("step")) is int and isinstance(r.get("phase"), str)]
+    if len(good) < len(rows):
+        notes.append(f"metrics.jsonl: {len(rows) - len(good)} malformed record(s) skipped (no whole step or "
+                     "phase name)")
+    return good
+
+
+def groups_html(groups: list[Any], most: int, notes: list[str]) -> str:
+    """Each shown group rendered on its own: a record whose fields have the wrong types is skipped and
+    counted, and the rest still render."""
+    records = [g for g in groups if isinstance(g, dict)]
+    shown = pick_groups(records, most)
+    parts, bad = [], len(groups) - len(records)
+    for g in shown:
+        try:
+            parts.append(group_html(g))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            bad += 1
+    if bad:
+        notes.append(f"groups.jsonl: {bad} malformed record(s) skipped (a field of the wrong type)")
+    if not parts:
+        return "<p>No saved groups: the run kept none (run.save_groups=0, or it predates groups.jsonl).</p>"
+    return (f"<p>{len(parts)} of the {len(groups)} saved groups (those with a judge's proposal first). "
+            "Outlined turns are the judge's proposed segment: green accepted (Δ &gt; 0, the bonus was "
+            "added), amber rejected, dashed dropped by validation.</p>" + "".join(parts))
+
+
+def render(run_dir: str | Path, most_groups: int = 24, notes: list[str] | None = None) -> str:
+    """The report's HTML; ``notes`` gets one line per kind of malformed input that was skipped."""
+    run, notes = Path(run_dir), [] if notes is None else notes
+    history = metric_records(read_jsonl(run / "metrics.jsonl"), notes)
     if not history:
         raise ConfigError(f"run folder {str(run)!r} has no metrics.jsonl records; give a folder that "
                           "`prover train` wrote")
-    groups = read_jsonl(run / "groups.jsonl")
-    shown = pick_groups(groups, most_groups)
-    if shown:
-        note = (f"<p>{len(shown)} of the {len(groups)} saved groups (those with a judge's proposal first). "
-                "Outlined turns are the judge's proposed segment: green accepted (Δ &gt; 0, the bonus was "
-                "added), amber rejected, dashed dropped by validation.</p>")
-        body = note + "".join(group_html(g) for g in shown)
-    else:
-        body = "<p>No saved groups: the run kept none (run.save_groups=0, or it predates groups.jsonl).</p>"
+    body = groups_html(read_jsonl(run / "groups.jsonl"), most_groups, notes)
+    summary = _summary(run, history, notes)
+    warned = "".join(f"<p class=\"note\"><small>Skipped: {esc(n)}</small></p>" for n in notes)
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>prover run {esc(run.name)}</title><style>{CSS}</style></head>"
-            f"<body><h1>prover run <code>{esc(run)}</code></h1>"
-            f"{_summary(run, history)}<h2>Learning curves</h2>{charts_html(history)}"
+            f"<body><h1>prover run <code>{esc(run)}</code></h1>{warned}"
+            f"{summary}<h2>Learning curves</h2>{charts_html(history)}"
             f'<h2 id="groups">Sampled groups</h2>{body}</body></html>\n')
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None, most_groups: int = 24) -> Path:
+def write_report(run_dir: str | Path, out: str | Path | None = None, most_groups: int = 24,
+                 notes: list[str] | None = None) -> Path:
     path = Path(out) if out else Path(run_dir) / "report.html"
-    html = render(run_dir, most_groups)
+    html = render(run_dir, most_groups, notes)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path
@@ -235,6 +269,9 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    path = write_report(args.run_dir, args.out, args.max_groups)
+    notes: list[str] = []
+    path = write_report(args.run_dir, args.out, args.max_groups, notes)
+    for note in notes:
+        print(f"prover view: note: {note}")
     print(f"wrote {path}")
     return 0

@@ -139,6 +139,29 @@ def test_yaml_that_is_a_list_is_refused(tmp_path):
     assert str(path) in msg and "mapping" in msg and "list" in msg
 
 
+@pytest.mark.parametrize("text, key, lines", [
+    ("steps: 3\nseed: 1\nsteps: 5\n", "steps", (1, 3)),
+    ("rollout:\n  group_size: 8\nseed: 0\nrollout:\n  max_turns: 4\n", "rollout", (1, 4)),
+    ("rollout:\n  group_size: 8\n  group_size: 4\n", "group_size", (2, 3)),
+], ids=["top-level", "two-sections", "in-a-section"])
+def test_a_key_given_twice_is_an_error_naming_it_and_its_lines(tmp_path, text, key, lines):
+    """Plain YAML keeps the last of two equal keys: a second rollout: block would drop group_size=8."""
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    msg = config_error(path=path)
+    assert f"key {key!r} is given twice (lines {lines[0]} and {lines[1]})" in msg and str(path) in msg
+
+
+def test_a_config_over_the_size_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import prover.config as config
+
+    path = tmp_path / "huge.yaml"
+    path.write_text("seed: 1\n" + "# padding\n" * (config.MAX_CONFIG_BYTES // 10))
+    monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("a file over the bound was read"))
+    msg = config_error(path=path)
+    assert f"has {path.stat().st_size} bytes; a config file may have at most {1 << 20} (1 MiB)" in msg
+
+
 def test_yaml_with_an_unknown_field_names_it(tmp_path):
     path = tmp_path / "typo.yaml"
     path.write_text("learner:\n  lr: 0.1\n  clip_hihg: 0.3\n")

@@ -99,6 +99,33 @@ def test_env_text_is_escaped_and_groups_are_picked(hand_run):
     assert only_two.count('class="group"') == 2 and "train/17" in only_two and "train/18" in only_two
 
 
+MALFORMED_CONFIGS = {"a list": b"- env\n- credit\n", "not UTF-8": b"env: {name: \xff\xfe}\n"}
+
+
+@pytest.mark.parametrize("config", list(MALFORMED_CONFIGS))
+def test_malformed_records_are_skipped_counted_and_the_rest_renders(hand_run, config, capsys):
+    """Strings where numbers belong in both files, records that are not mappings, and a config.yaml that is
+    a list or not UTF-8: one note each, no traceback, and every good record still on the page."""
+    from prover.cli import main
+
+    with (hand_run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": "four", "phase": "train"}) + "\n" + json.dumps([1, 2]) + "\n")
+        f.write(json.dumps({"step": 4, "phase": "eval", "eval/success": "high"}) + "\n")
+    bad_group = {"step": 4, "group": 0, "trajectories": [{"traj_id": "x", "return": "lots", "turns": []}]}
+    with (hand_run / "groups.jsonl").open("a") as f:
+        f.write(json.dumps(bad_group) + "\n" + json.dumps("a string") + "\n")
+    (hand_run / "config.yaml").write_bytes(MALFORMED_CONFIGS[config])
+    assert main(["view", str(hand_run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:-1] == ["prover view: note: metrics.jsonl: 2 malformed record(s) skipped (no whole step or phase "
+                        "name)",
+                        "prover view: note: groups.jsonl: 2 malformed record(s) skipped (a field of the wrong type)",
+                        "prover view: note: config.yaml is not a mapping of sections (not YAML, not UTF-8, or a "
+                        "list); the run's settings are not shown"]
+    html = (hand_run / "report.html").read_text()
+    assert html.count('class="group"') == 4 and "0.250 (step 0) → 0.500 (step 3)" in html
+
+
 def test_missing_run_is_a_one_line_error(tmp_path):
     from prover.cli import main
 
