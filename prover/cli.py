@@ -7,12 +7,14 @@ import argparse
 import ast
 import importlib.util
 import inspect
+import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
-from prover.errors import ProverError
+from prover.errors import ConfigError, ProverError, Stopped
 
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
 
@@ -67,6 +69,8 @@ def _config(args: argparse.Namespace) -> Any:
     from prover.config import load_config, parse_override
 
     path, overrides = args.config, list(args.overrides)
+    if getattr(args, "run_dir", None) is not None and not args.run_dir.strip():  # --run-dir= or --run-dir ""
+        raise ConfigError("--run-dir is empty; name the run's folder, e.g. --run-dir runs/my-run")
     named = [v for k, v in map(parse_override, overrides) if k == "run.dir"]
     run_dir = getattr(args, "run_dir", None) or (str(named[-1]) if named else None)
     run_cfg = Path(run_dir) / "config.yaml" if run_dir else None
@@ -247,8 +251,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
+    previous = signal.signal(signal.SIGTERM, _raise_stopped) if in_main_thread else None
     try:
         return args.fn(args)
     except ProverError as exc:
@@ -258,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename!r}" if exc.filename else ""
         print(f"prover: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("prover: interrupted; the last checkpoint is intact (resume with --resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how, code = ("stopped by SIGTERM", 143) if isinstance(exc, Stopped) else ("interrupted", 130)
+        print(f"prover: {how}; the last checkpoint is intact (resume with --resume)", file=sys.stderr)
+        return code
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

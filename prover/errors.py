@@ -57,6 +57,11 @@ class RunFolderError(ProverError):
     """A run folder is held by another process, or cannot be created or written."""
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (how schedulers and `timeout` stop a job), raised where the process is, so that it unwinds
+    exactly as Ctrl-C does: servers stopped, the lock released, the last checkpoint intact."""
+
+
 class CheckpointError(ProverError):
     """A checkpoint or model folder is missing or unreadable."""
 

@@ -44,6 +44,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def in_use(folder: Path, holder: str) -> RunFolderError:
+    return RunFolderError(f"run folder {str(folder)!r} is in use by process {holder} (another prover train); "
+                          "wait for it to end, or choose another run.dir")
+
+
 class RunLock:
     """One writer per run folder: an exclusive ``flock`` on ``<run.dir>/.lock``, which holds the writer's
     PID. The kernel drops the lock when its process dies, however it dies, so a killed run's lock is
@@ -63,11 +68,27 @@ class RunLock:
         except BlockingIOError as exc:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise RunFolderError(f"run folder {str(self.path.parent)!r} is in use by process {holder} (another "
-                                 "prover train); wait for it to end, or choose another run.dir") from exc
+            raise in_use(self.path.parent, holder) from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd
+
+    def refuse_if_held(self) -> None:
+        """Refuse now, naming the holder, when another process holds the lock; writes nothing (an empty
+        folder a failed start leaves stays empty). ``acquire`` takes the lock later."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError:
+            return  # no lock file: no writer has ever held this folder
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError as exc:
+            raise in_use(self.path.parent, os.read(fd, 32).decode(errors="replace").strip() or "unknown") from exc
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         if self.fd is not None:
@@ -92,6 +113,8 @@ class RunDir:
         """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
         returns where it went. The warm-start cache in models/ stays: a new run may reuse it."""
         self.path.mkdir(parents=True, exist_ok=True)
+        for torn in self.ckpt_root.glob(".tmp-step-*"):  # a checkpoint a kill stopped mid-write
+            shutil.rmtree(torn, ignore_errors=True)
         moved = self.move_old_run_aside() if fresh else None
         write_atomic(self.path / "config.yaml", dump_config(self.cfg))
         return moved

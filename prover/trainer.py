@@ -125,11 +125,13 @@ class Trainer:
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
         self.judge = self.engine = None
+        self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
+        if self.lock is not None:
+            self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
         preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
         for line in self.run.damaged if resume else []:
             self.report.note(f"{line}; resuming from {ckpt.name} instead")
-        self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.acquire()
         try:

@@ -269,6 +269,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    if not args.run_dir.strip():  # Path("") is the current folder, which is not what was meant
+        raise ConfigError("the run folder is empty; name it, e.g. prover view runs/my-run")
     notes: list[str] = []
     path = write_report(args.run_dir, args.out, args.max_groups, notes)
     for note in notes:

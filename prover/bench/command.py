@@ -7,6 +7,8 @@ import shlex
 import sys
 from typing import Any
 
+from prover.errors import Stopped
+
 EPILOG = """matrix fields (a YAML file and/or dotted overrides such as steps=2 seeds=[0,1] envs=[webshop-sim]
 common.rollout.group_size=4 'methods=[grpo,prover+contrast]'):"""
 
@@ -53,10 +55,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(plan_line(cells), flush=True)  # how long, before any work
         try:
             failed = run_plan(cells, echo=lambda s: print(s, flush=True), verbose=args.verbose).failed
-        except KeyboardInterrupt:
-            print("prover bench: interrupted; run the same command again to continue (finished cells are "
-                  "skipped, the stopped one resumes from its last checkpoint)", file=sys.stderr)
-            return 130
+        except KeyboardInterrupt as exc:
+            stopped = isinstance(exc, Stopped)
+            print(f"prover bench: {'stopped by SIGTERM' if stopped else 'interrupted'}; run the same command "
+                  "again to continue (finished cells are skipped, the stopped one resumes from its last "
+                  "checkpoint)", file=sys.stderr)
+            return 143 if stopped else 130
     # the command that trains these cells (add --regen-only to only rebuild the tables from them)
     command = "prover bench" + (f" --config {shlex.quote(args.config)}" if args.config else "") + \
         "".join(f" {shlex.quote(o)}" for o in args.overrides)
