@@ -12,7 +12,7 @@ in it); callers count it and carry on.
 - ``client.py``   ``LiteLLMChat``: any LiteLLM model, or a local OpenAI-compatible server (SGLang, vLLM)
 - ``local.py``    ``LocalChat``: a Hugging Face folder in this process, no server
 - ``cache.py``    ``ReplyCache``: replies by request, in memory and optionally on disk
-- ``parsing.py``  reading reply text: the JSON answer, ``<tool_call>`` blocks
+- ``parsing.py``  reading reply text: the JSON answer, tool calls written as text
 - ``render.py``   text a model reads: a trajectory with turn numbers, text cut to a budget
 
 Nothing here imports litellm, torch or transformers until a model is built, and nothing here knows a

@@ -1,0 +1,96 @@
+"""The litellm judge against what llama.cpp's server does, replayed by the scripted OpenAI server on
+127.0.0.1: it refuses response_format json_schema (HTTP 500, a pydantic validation error) and takes
+json_object with the schema; with the model's own chat template it returns tool calls as text in
+``content``; a model answers in the prompt's python-call spelling; first answers run longer than L."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openai_server import ScriptedServer, status, text_reply
+from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig, answer_schema
+from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
+
+SUCCESS = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to sinkbasin 1",
+           "clean mug 1 with sinkbasin 1", "put mug 1 in/on countertop 1"]
+FAILED = ["go to countertop 1", "go to countertop 1", "look"]
+VALID = {"traj_id": "s", "start_turn": 1, "end_turn": 2, "rationale": "opens the cabinet the failed runs skip"}
+# what llama.cpp's server answers a response_format of type json_schema (HTTP 500)
+REFUSAL = ("1 validation error for ResponseFormat\ntype\n  Input should be 'text' or 'json_object' "
+           "[type=literal_error, input_value='json_schema', input_type=str]")
+
+
+def trajectory(traj_id: str, actions: list[str], won: bool) -> Trajectory:
+    turns = [Turn(prompt_ids=[1], completion_ids=[2], logprobs=[-0.1], observation=f"You are in the kitchen ({t}).",
+                  completion_text=a, action=a, format_valid=True, action_valid=True,
+                  reward=float(won and t == len(actions) - 1), state_key=t) for t, a in enumerate(actions)]
+    return Trajectory(traj_id, "task-0", "clean some mug and put it in countertop", turns, won=won)
+
+
+@pytest.fixture
+def request_():
+    group = Group("task-0", [trajectory("s", SUCCESS, True), trajectory("f1", FAILED, False)])
+    return JudgeRequest(group, target=0, max_turns=4)
+
+
+@pytest.fixture
+def server():
+    pytest.importorskip("litellm")
+    with ScriptedServer() as srv:
+        yield srv
+
+
+def judge_for(server: ScriptedServer, **overrides) -> LiteLLMJudge:
+    fields = dict(model="openai/test-judge", api_base=server.url, backoff_s=0.01, timeout_s=10.0, cache=False)
+    return LiteLLMJudge(LiteLLMJudgeConfig(**{**fields, **overrides}))
+
+
+def formats(server: ScriptedServer) -> list[dict | None]:
+    return [r["body"].get("response_format") for r in server.requests]
+
+
+# -- 1. structured output in the form the server reads, and errors that are not transient --------
+
+def test_auto_resends_a_refused_json_schema_as_json_object_and_keeps_to_it(server, request_):
+    server.push(status(500, REFUSAL), text_reply(json.dumps(VALID)), text_reply(json.dumps(VALID)))
+    judge = judge_for(server, structured=True, mode="answer-only", max_tokens=96)
+    first, second = judge.propose(request_), judge.propose(request_)
+    schema = answer_schema(request_, 2000, 96)
+    assert first.proposal.segment == second.proposal.segment == Segment("s", 1, 2)
+    sent = formats(server)
+    assert len(sent) == 3 and sent[0]["type"] == "json_schema"
+    # once refused, once resent, and the json_object form from then on: no second refusal to pay for
+    assert sent[1] == sent[2] == {"type": "json_object", "schema": schema}
+    assert (first.usage.errors, first.usage.retries, second.usage.retries) == (0, 1, 0)
+
+
+def test_a_fixed_structured_format_is_sent_as_is(server, request_):
+    server.push(text_reply(json.dumps(VALID)), status(500, REFUSAL))
+    schema = answer_schema(request_, 2000, 96)
+    ok = judge_for(server, structured=True, structured_format="json_object", mode="answer-only",
+                   max_tokens=96).propose(request_)
+    refused = judge_for(server, structured=True, structured_format="json_schema", mode="answer-only",
+                        max_tokens=96, max_retries=3).propose(request_)
+    assert ok.proposal.segment == Segment("s", 1, 2) and formats(server)[0] == {"type": "json_object", "schema": schema}
+    assert refused.proposal is None and len(server.requests) == 2  # json_schema asked for: no resend, no retry
+
+
+def test_a_validation_error_is_not_retried(server, request_):
+    message = ("1 validation error for ChatCompletionRequest\nmessages.1.content\n  Input should be a valid "
+               "string [type=string_type, input_value=None, input_type=NoneType]")
+    server.push(*[status(500, message)] * 4)
+    result = judge_for(server, max_retries=3).propose(request_)
+    assert result.proposal is None and len(server.requests) == 1 and "after 1 attempt(s)" in result.failure
+
+
+def test_the_failure_keeps_the_whole_error_text_on_one_line(server, request_):
+    cause = "Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+    tail = "x" * 5000
+    server.push(status(400, f"1 validation error for ResponseFormat\ntype\n  {cause}\n{tail}"))
+    result = judge_for(server).propose(request_)
+    assert result.proposal is None and "HTTP 400" in result.failure
+    assert f"ResponseFormat type {cause}" in result.failure  # the cause, from past the first line
+    assert "\n" not in result.failure and "  " not in result.failure
+    assert len(result.failure) < 1200 and "more characters]" in result.failure  # bounded, and says so
