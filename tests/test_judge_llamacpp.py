@@ -94,3 +94,62 @@ def test_the_failure_keeps_the_whole_error_text_on_one_line(server, request_):
     assert f"ResponseFormat type {cause}" in result.failure  # the cause, from past the first line
     assert "\n" not in result.failure and "  " not in result.failure
     assert len(result.failure) < 1200 and "more characters]" in result.failure  # bounded, and says so
+
+
+# -- 2. tool calls written as text in content ------------------------------------------------------
+
+SEARCH = {"name": "search_trajectory", "arguments": {"query": "countertop", "top_k": 2}}
+SUBMIT = {"name": "submit_segment", "arguments": VALID}
+
+
+@pytest.mark.parametrize("research, answer", [
+    (f"<tool_call>\n{json.dumps(SEARCH)}\n</tool_call>", f"<tool_call>{json.dumps(SUBMIT)}</tool_call>"),
+    (f"Let me look.\n```json\n{json.dumps(SEARCH)}\n```", f"```json\n{json.dumps(SUBMIT)}\n```"),
+    (json.dumps(SEARCH), "Done: " + json.dumps(SUBMIT)),
+    ("search_trajectory(query='countertop', top_k=2)",
+     "submit_segment(traj_id='s', start_turn=1, end_turn=2, rationale='opens the cabinet the failed runs skip')"),
+], ids=["tool_call-tags", "fenced-json", "bare-json", "python-call"])
+def test_tool_calls_written_as_text_are_read(server, request_, research, answer):
+    server.push(text_reply(research), text_reply(answer))
+    result = judge_for(server).propose(request_)
+    assert result.proposal.segment == Segment("s", 1, 2)
+    assert result.proposal.rationale == VALID["rationale"]
+    assert (result.usage.tool_calls, result.usage.repairs, result.usage.errors) == (2, 0, 0)
+    assistant, answered = server.requests[1]["body"]["messages"][-2:]
+    assert assistant["tool_calls"][0]["function"]["name"] == "search_trajectory"
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == SEARCH["arguments"]
+    assert answered["role"] == "tool" and answered["content"].startswith("f1 turn")  # the search ran
+
+
+def test_only_offered_tools_are_read_from_json_or_calls_and_tags_always():
+    from prover.chat import parse_tool_calls
+    from prover.judges.tools import SUBMIT_SCHEMA, TOOL_SCHEMAS
+
+    unknown = '{"name": "delete_run", "arguments": {}} and delete_run(traj_id="s")'
+    assert parse_tool_calls(unknown, TOOL_SCHEMAS) == (unknown, [])
+    assert parse_tool_calls(json.dumps(VALID), TOOL_SCHEMAS)[1] == []  # an answer object is no call
+    prose, calls = parse_tool_calls("get_segment(traj_id='f1', start_turn=0, end_turn=1)", [SUBMIT_SCHEMA])
+    assert calls == []  # offered only submit_segment
+    assert parse_tool_calls(json.dumps(SUBMIT))[1] == []  # no tools offered: only <tool_call> blocks count
+    prose, calls = parse_tool_calls(f"Now:\n```json\n{json.dumps(SUBMIT)}\n```\nthanks", TOOL_SCHEMAS)
+    assert prose == "Now:\n\nthanks" and [c.name for c in calls] == ["submit_segment"]
+    assert json.loads(calls[0].arguments) == VALID
+
+
+def test_local_chat_reads_calls_through_the_same_parser(monkeypatch):
+    import threading
+    from types import SimpleNamespace
+
+    from prover.chat import LocalChat, LocalSettings
+    from prover.judges.tools import TOOL_SCHEMAS
+
+    written = "get_segment(traj_id='f1', start_turn=0, end_turn=1)<|im_end|>"
+    chat = LocalChat.__new__(LocalChat)  # no model: the generated text is given
+    chat.settings, chat.structured, chat.max_context = LocalSettings(model_path="x"), False, None
+    chat._lock, chat._calls, chat.name = threading.Lock(), 0, "local:x"
+    chat.tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: written)
+    chat.engine = SimpleNamespace(generate=lambda *a, **k: [SimpleNamespace(token_ids=[1, 2])])
+    monkeypatch.setattr(LocalChat, "encode", lambda self, messages, tools: [1])
+    reply = chat.chat([{"role": "user", "content": "hi"}], TOOL_SCHEMAS)
+    assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == \
+        [("get_segment", {"traj_id": "f1", "start_turn": 0, "end_turn": 1})] and reply.text == ""

@@ -34,10 +34,10 @@ from prover.chat.base import (
 from prover.chat.cache import ReplyCache
 from prover.chat.client import LiteLLMChat, LiteLLMSettings, error_kind, redact_keys
 from prover.chat.local import LocalChat, LocalSettings, expand_path, require_xgrammar, template_messages
-from prover.chat.parsing import find_json_object, parse_tool_calls
+from prover.chat.parsing import PyCall, find_call, find_json_object, parse_tool_calls
 from prover.chat.render import cut_text, render_trajectory
 
 __all__ = ["ChatError", "ChatModel", "ChatReply", "LiteLLMChat", "LiteLLMSettings", "LocalChat", "LocalSettings",
-           "ReplyCache", "ToolCall", "ask", "assistant_message", "count_reply", "cut_text", "error_kind",
-           "expand_path", "find_json_object", "parse_tool_calls", "redact_keys", "render_trajectory",
+           "PyCall", "ReplyCache", "ToolCall", "ask", "assistant_message", "count_reply", "cut_text", "error_kind",
+           "expand_path", "find_call", "find_json_object", "parse_tool_calls", "redact_keys", "render_trajectory",
            "require_xgrammar", "template_messages", "tool_message"]
