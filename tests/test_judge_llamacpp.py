@@ -153,3 +153,86 @@ def test_local_chat_reads_calls_through_the_same_parser(monkeypatch):
     reply = chat.chat([{"role": "user", "content": "hi"}], TOOL_SCHEMAS)
     assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == \
         [("get_segment", {"traj_id": "f1", "start_turn": 0, "end_turn": 1})] and reply.text == ""
+
+
+# -- 3. the answer as the prompt spells it: submit_segment(...) ------------------------------------
+
+def test_find_call_reads_literal_arguments_by_name_and_position():
+    from prover.chat import find_call
+
+    text = ("The run avoids the loop. submit_segment(traj_id='t3', start_turn=2, end_turn=4, "
+            "rationale='it opens (then checks) the cabinet')")
+    call = find_call(text, ["submit_segment"])
+    assert call.error == "" and call.arguments == {"traj_id": "t3", "start_turn": 2, "end_turn": 4,
+                                                   "rationale": "it opens (then checks) the cabinet"}
+    assert text[call.span[0]:call.span[1]].startswith("submit_segment(") and text.endswith(text[call.span[1] - 1])
+    params = {"submit_segment": ["traj_id", "start_turn", "end_turn", "rationale"]}
+    assert find_call("submit_segment('t3', 2, end_turn=4)", ["submit_segment"], params).arguments == \
+        {"traj_id": "t3", "start_turn": 2, "end_turn": 4}
+    assert "positional" in find_call("submit_segment('t3', 2)", ["submit_segment"]).error  # names unknown
+    # the prompt's own template echoed, then the real answer: the readable one wins
+    echo = "submit_segment(traj_id='t3', start_turn, end_turn, rationale) -> submit_segment(traj_id='t3', " \
+           "start_turn=1, end_turn=1)"
+    assert find_call(echo, ["submit_segment"]).arguments["start_turn"] == 1
+    assert find_call("resubmit_segment(x=1) or submit_segment", ["submit_segment"]) is None
+
+
+@pytest.mark.parametrize("bad", ["__import__('os').system('touch PWNED')", "open('PWNED', 'w')",
+                                 "[x for x in ().__class__.__bases__]", "*['PWNED']", "**{'traj_id': 's'}"])
+def test_a_call_with_a_non_literal_argument_is_refused_and_runs_nothing(bad, tmp_path, monkeypatch):
+    from prover.chat import find_call, parse_tool_calls
+    from prover.judges.agentic import read_answer
+    from prover.judges.tools import TOOL_SCHEMAS
+
+    monkeypatch.chdir(tmp_path)
+    arg = bad if bad.startswith("*") else f"traj_id={bad}"
+    text = f"submit_segment({arg}, start_turn=2, end_turn=4, rationale='r')"
+    call = find_call(text, ["submit_segment"])
+    assert call.arguments == {} and call.error.startswith(("argument 'traj_id'", "submit_segment(...)"))
+    assert parse_tool_calls(text, TOOL_SCHEMAS)[1] == []  # left in the prose, where the reader says why
+    answer = read_answer(None, text)
+    assert isinstance(answer, str) and answer.startswith("error: ")
+    assert "not a literal" in answer or "unpacks" in answer
+    assert list(tmp_path.iterdir()) == []  # nothing was run: no file written
+
+
+def test_a_python_call_answer_is_read_in_answer_only_mode(server, request_, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    server.push(text_reply("submit_segment(traj_id=__import__('os').system('touch PWNED'), start_turn=1, "
+                           "end_turn=2, rationale='r')"),
+                text_reply("Sure. submit_segment(traj_id='s', start_turn=1, end_turn=2, rationale='opens it')"))
+    result = judge_for(server, mode="answer-only").propose(request_)
+    assert result.proposal.segment == Segment("s", 1, 2) and result.proposal.rationale == "opens it"
+    repair = server.requests[1]["body"]["messages"][-1]["content"]
+    assert "argument 'traj_id' of submit_segment(...) is not a literal" in repair
+    assert result.usage.errors_by_kind == {"unreadable": 1} and list(tmp_path.iterdir()) == []
+
+
+# -- 4. segments no longer than L: the rule in the prompt, and a repair that says what to change ---
+
+def test_the_prompt_states_the_length_rule_beside_the_answer_format(request_):
+    from prover.judges.agentic import user_prompt
+
+    for answer_only in (False, True):
+        *_, how, rule = user_prompt(request_, answer_only=answer_only).splitlines()
+        assert how.startswith(("Answer with submit_segment(traj_id='s'", 'Reply with one JSON object: {"traj_id"'))
+        # L = 4, 6 turns: a segment holds at most 4 turns and ends at turn 4 at the latest
+        assert rule.startswith("Rules: the segment spans at most 4 consecutive turns, so end_turn <= start_turn + 3;")
+        assert "ends at turn 4 or earlier" in rule
+
+
+def test_a_too_long_segment_is_told_which_bound_to_move(server):
+    from prover.judges.base import validate_segment
+
+    actions = [f"step {t}" for t in range(10)]
+    request = JudgeRequest(Group("t", [trajectory("s", actions, True), trajectory("f1", FAILED, False)]), 0,
+                           max_turns=4)
+    # 2..7 is 6 turns; with L = 4 either start_turn >= 7 - 4 + 1 or end_turn <= 2 + 4 - 1
+    assert validate_segment(request, Segment("s", 2, 7)) == \
+        "segment 2..7 has 6 turns; at most 4 are allowed: choose start_turn >= 4 or end_turn <= 5"
+    assert validate_segment(request, Segment("s", 0, 4)).endswith("choose start_turn >= 1 or end_turn <= 3")
+    server.push(text_reply(json.dumps({**VALID, "start_turn": 2, "end_turn": 7})),
+                text_reply(json.dumps({**VALID, "start_turn": 4, "end_turn": 7})))
+    result = judge_for(server, mode="answer-only").propose(request)
+    assert result.proposal.segment == Segment("s", 4, 7) and result.usage.repairs == 1
+    assert "choose start_turn >= 4 or end_turn <= 5" in server.requests[1]["body"]["messages"][-1]["content"]
