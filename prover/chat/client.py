@@ -1,5 +1,5 @@
 """``LiteLLMChat``: the chat interface on any LiteLLM model, or on ``openai/<name>`` plus ``api_base`` for a
-local OpenAI-compatible server such as SGLang or vLLM; ``LiteLLMSettings`` says how to reach it.
+local OpenAI-compatible server such as SGLang, vLLM or llama.cpp's; ``LiteLLMSettings`` says how to reach it.
 
 API keys are read from the environment variable that ``api_key_env`` names, when the client is built;
 the key itself never enters a config, a cache key, a cache file, a log line or a repr.
@@ -142,8 +142,13 @@ def _retry_after(exc: BaseException) -> float:
 
 
 class LiteLLMChat(ChatModel):
-    """``litellm.completion`` with a timeout, retries with exponential backoff on 429 and 5xx, a reply
-    cache keyed by the request, and the cost from LiteLLM's price map (0 when the model is unpriced)."""
+    """``litellm.completion`` with a timeout, retries with exponential backoff on 429 and 5xx (not on one
+    that states a validation error), a reply cache keyed by the request, and the cost from LiteLLM's price
+    map (0 when the model is unpriced).
+
+    For servers that render the model's own chat template (llama.cpp's): tool calls that come back as text
+    in ``content`` are read from it when ``tool_calls`` is empty, and ``structured_format: auto`` resends a
+    structured request that the server refuses as json_schema once as json_object, then keeps to that."""
 
     def __init__(self, settings: LiteLLMSettings) -> None:
         self.settings = settings
@@ -274,7 +279,7 @@ class LiteLLMChat(ChatModel):
             raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}", "empty",
                             attempts) from exc
         if tools and not calls:
-            # a server that renders the model's own chat template (llama.cpp without --jinja tool parsing)
+            # a server that leaves the output of the model's own chat template as it is (llama.cpp's, for some models)
             # returns the calls as text in content; read them as LocalChat does
             prose, calls = parse_tool_calls(THINK.sub("", text), tools)
             text = prose if calls else text

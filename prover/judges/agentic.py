@@ -5,9 +5,10 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
 1. The model sees the task, the successful trajectory in full with turn numbers, and one-line previews
    of the failed runs; it may call ``search_trajectory`` and ``get_segment`` (``tools.py``) for at most
    ``max_tool_turns`` replies, after which only ``submit_segment`` is offered.
-2. Its answer, a ``submit_segment`` call or a JSON object in its text, is checked with pydantic
-   (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, non-terminal end,
-   no invalid action).
+2. Its answer, a ``submit_segment`` call (from the server, or written as text: ``parse_tool_calls``) or, in
+   its text, a JSON object or a python-style ``submit_segment(...)`` with literal arguments, is checked
+   with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, stated
+   as a rule beside the answer format, non-terminal end, no invalid action).
 3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3); after that,
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
