@@ -12,7 +12,7 @@ in it); callers count it and carry on.
 - ``client.py``   ``LiteLLMChat``: any LiteLLM model, or a local OpenAI-compatible server (SGLang, vLLM)
 - ``local.py``    ``LocalChat``: a Hugging Face folder in this process, no server
 - ``cache.py``    ``ReplyCache``: replies by request, in memory and optionally on disk
-- ``parsing.py``  reading reply text: the JSON answer, ``<tool_call>`` blocks
+- ``parsing.py``  reading reply text: the JSON answer, tool calls written as text
 - ``render.py``   text a model reads: a trajectory with turn numbers, text cut to a budget
 
 Nothing here imports litellm, torch or transformers until a model is built, and nothing here knows a
@@ -34,10 +34,10 @@ from prover.chat.base import (
 from prover.chat.cache import ReplyCache
 from prover.chat.client import LiteLLMChat, LiteLLMSettings, error_kind, redact_keys
 from prover.chat.local import LocalChat, LocalSettings, expand_path, require_xgrammar, template_messages
-from prover.chat.parsing import find_json_object, parse_tool_calls
+from prover.chat.parsing import PyCall, find_call, find_json_object, parse_tool_calls
 from prover.chat.render import cut_text, render_trajectory
 
 __all__ = ["ChatError", "ChatModel", "ChatReply", "LiteLLMChat", "LiteLLMSettings", "LocalChat", "LocalSettings",
-           "ReplyCache", "ToolCall", "ask", "assistant_message", "count_reply", "cut_text", "error_kind",
-           "expand_path", "find_json_object", "parse_tool_calls", "redact_keys", "render_trajectory",
+           "PyCall", "ReplyCache", "ToolCall", "ask", "assistant_message", "count_reply", "cut_text", "error_kind",
+           "expand_path", "find_call", "find_json_object", "parse_tool_calls", "redact_keys", "render_trajectory",
            "require_xgrammar", "template_messages", "tool_message"]

@@ -1,5 +1,5 @@
 """``LiteLLMChat``: the chat interface on any LiteLLM model, or on ``openai/<name>`` plus ``api_base`` for a
-local OpenAI-compatible server such as SGLang or vLLM; ``LiteLLMSettings`` says how to reach it.
+local OpenAI-compatible server such as SGLang, vLLM or llama.cpp's; ``LiteLLMSettings`` says how to reach it.
 
 API keys are read from the environment variable that ``api_key_env`` names, when the client is built;
 the key itself never enters a config, a cache key, a cache file, a log line or a repr.
@@ -14,12 +14,14 @@ import random
 import re
 import time
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.chat.base import ChatError, ChatModel, ChatReply, ToolCall
 from prover.chat.cache import ReplyCache
+from prover.chat.parsing import THINK, parse_tool_calls
+from prover.chat.render import cut_text
 from prover.errors import ConfigError
 
 log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
@@ -47,7 +49,11 @@ class LiteLLMSettings(BaseModel):
     cache: bool = Field(True, description="Reuse the reply of an identical earlier request (in memory).")
     cache_dir: str | None = Field(None, description="Also keep replies as files in this folder, across runs.")
     structured: bool = Field(False, description="Send the caller's JSON schema, when it gives one, as "
-                             "response_format json_schema (SGLang, vLLM and OpenAI honour it), with no tools.")
+                             "response_format (see structured_format), with no tools.")
+    structured_format: Literal["auto", "json_schema", "json_object"] = Field(
+        "auto", description="How structured output sends the schema: 'json_schema' (OpenAI, SGLang, vLLM), "
+        "'json_object' with the schema beside it (llama.cpp's server), or 'auto': json_schema, and json_object "
+        "from then on once the server refuses the json_schema type.")
     litellm_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for "
                                            "litellm.completion, e.g. {reasoning_effort: low} or, in tests, "
                                            "{mock_response: ...}; never an API key.")
@@ -64,6 +70,16 @@ class LiteLLMSettings(BaseModel):
 
 # What a provider's error may echo of a key, e.g. OpenAI's "Incorrect API key provided: sk-pr****wxyz"
 KEY_LIKE = re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_*.\-]{6,}|\bBearer\s+\S+", re.IGNORECASE)
+
+
+# A refusal that states a validation error, e.g. pydantic's "1 validation error for ... Input should be
+# 'text' or 'json_object' [type=literal_error, ...]", as llama.cpp's server answers json_schema with HTTP 500
+VALIDATION_ERROR = re.compile(r"validation error|Input should be|\[type=\w+", re.IGNORECASE)
+# A refusal of the json_schema type of response_format (llama.cpp's server reads json_object only)
+REFUSES_JSON_SCHEMA = re.compile(r"(?:should be|must be|expected|one of|supported)[^.]{0,80}json_object"
+                                 r"|json_schema[^.]{0,60}(?:not supported|unsupported|not accepted|not allowed)"
+                                 r"|input_value='json_schema'", re.IGNORECASE)
+ERROR_CHARS = 1000  # what a failure reason keeps of a provider's error text
 
 
 def redact_keys(text: str) -> str:
@@ -99,6 +115,23 @@ def error_kind(exc: BaseException) -> str:
     return "http_5xx" if status is not None and status >= 500 else "other"
 
 
+def transient(exc: BaseException, text: str) -> bool:
+    """Whether a failed request may succeed when sent again: a 429 or a 5xx, unless its text states a
+    validation error (the same request is refused the same way again, however often it is sent)."""
+    status = _status(exc)
+    if status is None or not (status == 429 or status >= 500):
+        return False
+    return VALIDATION_ERROR.search(text) is None and REFUSES_JSON_SCHEMA.search(text) is None
+
+
+def response_format(schema: dict, kind: str) -> dict:
+    """``schema`` as a response_format: the json_schema type, or json_object with the schema beside it
+    (the form llama.cpp's server reads)."""
+    if kind == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+
+
 def _retry_after(exc: BaseException) -> float:
     """The server's Retry-After header in seconds, when it sent one."""
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
@@ -109,8 +142,13 @@ def _retry_after(exc: BaseException) -> float:
 
 
 class LiteLLMChat(ChatModel):
-    """``litellm.completion`` with a timeout, retries with exponential backoff on 429 and 5xx, a reply
-    cache keyed by the request, and the cost from LiteLLM's price map (0 when the model is unpriced)."""
+    """``litellm.completion`` with a timeout, retries with exponential backoff on 429 and 5xx (not on one
+    that states a validation error), a reply cache keyed by the request, and the cost from LiteLLM's price
+    map (0 when the model is unpriced).
+
+    For servers that render the model's own chat template (llama.cpp's): tool calls that come back as text
+    in ``content`` are read from it when ``tool_calls`` is empty, and ``structured_format: auto`` resends a
+    structured request that the server refuses as json_schema once as json_object, then keeps to that."""
 
     def __init__(self, settings: LiteLLMSettings) -> None:
         self.settings = settings
@@ -127,6 +165,8 @@ class LiteLLMChat(ChatModel):
             self._api_key = "unused"  # the OpenAI client needs some key; local servers ignore it
         self.cache = ReplyCache(settings.cache_dir) if settings.cache else None
         self._litellm: Any = None
+        # the structured format sent: auto starts with json_schema and keeps json_object once refused
+        self._format = "json_object" if settings.structured_format == "json_object" else "json_schema"
 
     def __repr__(self) -> str:  # never the key
         return f"LiteLLMChat(model={self.settings.model!r}, api_base={self.settings.api_base!r})"
@@ -136,14 +176,40 @@ class LiteLLMChat(ChatModel):
             text = text.replace(self._api_key, "***")
         return redact_keys(text)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
+    def payload(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> dict:
+        """The request as sent (and as keyed in the cache), in the structured format now in use."""
         s = self.settings
         payload = {"model": s.model, "api_base": s.api_base, "messages": messages, "tools": tools or None,
                    "temperature": s.temperature, "max_tokens": s.max_tokens, **s.litellm_kwargs}
         if schema is not None and self.structured:  # the answer itself, as text: no tool call to make
             payload["tools"] = None
-            payload["response_format"] = {"type": "json_schema",
-                                          "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+            payload["response_format"] = response_format(schema, self._format)
+        return payload
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
+        payload = self.payload(messages, tools, schema)
+        try:
+            return self._complete(payload, tools)
+        except ChatError as err:
+            if not self._falls_back(payload, err):
+                raise
+            # llama.cpp's server takes the schema only as json_object: say so once, then always send that
+            self._format = "json_object"
+            log.warning("judge model %s refused response_format json_schema; sending json_object from now on",
+                        self.settings.model)
+            reply = self._complete(self.payload(messages, tools, schema), tools)
+            reply.attempts += err.attempts
+            return reply
+
+    def _falls_back(self, payload: dict, err: ChatError) -> bool:
+        """Whether ``err`` is a refusal of the json_schema type that ``structured_format: auto`` answers by
+        sending the json_object form instead."""
+        sent = (payload.get("response_format") or {}).get("type")
+        return (self.settings.structured_format == "auto" and sent == "json_schema"
+                and REFUSES_JSON_SCHEMA.search(str(err)) is not None)
+
+    def _complete(self, payload: dict, tools: list[dict] | None) -> ChatReply:
+        """The reply to ``payload``: from the cache when an identical request was answered, else sent."""
         key = ReplyCache.key(payload)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             # nothing is spent now, but what the reply first cost is kept, so reports can show the cost
@@ -151,16 +217,23 @@ class LiteLLMChat(ChatModel):
             return ChatReply(hit.text, list(hit.tool_calls), cached=True, attempts=0, cached_dollars=hit.dollars)
         if self._litellm is None:
             self._litellm = self._load()
+        reply = self._send(payload, tools)
+        if self.cache is not None:
+            self.cache.put(key, ChatReply(reply.text, reply.tool_calls, reply.prompt_tokens,
+                                          reply.completion_tokens, reply.dollars))
+        return reply
+
+    def _send(self, payload: dict, tools: list[dict] | None) -> ChatReply:
+        """One request, retried with backoff while its failure is transient; a ChatError when it fails."""
+        s = self.settings
         for attempt in range(s.max_retries + 1):
             try:
                 resp = self._litellm.completion(**payload, api_key=self._api_key, timeout=s.timeout_s,
                                                 num_retries=0, max_retries=0, drop_params=True)
             except Exception as exc:  # noqa: BLE001 - every provider error becomes one line; retry the transient ones
-                status = _status(exc)
-                transient = status is not None and (status == 429 or status >= 500)
-                first_line = self._redact(str(exc)).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                what = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {first_line}"
-                if transient and attempt < s.max_retries:
+                status, text = _status(exc), self._error_text(exc)
+                what = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {text}"
+                if transient(exc, text) and attempt < s.max_retries:
                     delay = min(s.max_backoff_s, max(s.backoff_s * 2 ** attempt, _retry_after(exc)))
                     log.warning("judge model %s: %s; retry %d/%d in %.2fs", s.model, what, attempt + 1,
                                 s.max_retries, delay)
@@ -168,12 +241,13 @@ class LiteLLMChat(ChatModel):
                     continue
                 raise ChatError(f"model {s.model!r}: {what} (after {attempt + 1} attempt(s))",
                                 error_kind(exc), attempt + 1) from None
-            reply = self._read(resp, attempt + 1)
-            if self.cache is not None:
-                self.cache.put(key, ChatReply(reply.text, reply.tool_calls, reply.prompt_tokens,
-                                              reply.completion_tokens, reply.dollars))
-            return reply
+            return self._read(resp, attempt + 1, tools)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _error_text(self, exc: BaseException) -> str:
+        """The whole error text on one line, secrets redacted, cut to ERROR_CHARS: the cause of a server's
+        refusal is often past its first line (a validation error's field and reason)."""
+        return cut_text(self._redact(" ".join(str(exc).split())), ERROR_CHARS)
 
     def check_ready(self) -> None:
         if self._litellm is None:
@@ -192,7 +266,7 @@ class LiteLLMChat(ChatModel):
                                   "key there, or name another variable with api_key_env")
         return litellm
 
-    def _read(self, resp: Any, attempts: int) -> ChatReply:
+    def _read(self, resp: Any, attempts: int, tools: list[dict] | None = None) -> ChatReply:
         try:
             msg = resp.choices[0].message
             calls = []
@@ -204,6 +278,11 @@ class LiteLLMChat(ChatModel):
         except (AttributeError, IndexError, TypeError) as exc:
             raise ChatError(f"model {self.settings.model!r} sent a reply without a message: {exc}", "empty",
                             attempts) from exc
+        if tools and not calls:
+            # a server that leaves the output of the model's own chat template as it is (llama.cpp's, for some models)
+            # returns the calls as text in content; read them as LocalChat does
+            prose, calls = parse_tool_calls(THINK.sub("", text), tools)
+            text = prose if calls else text
         usage = getattr(resp, "usage", None)
         return ChatReply(text, calls, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                          completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),

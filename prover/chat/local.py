@@ -195,7 +195,7 @@ class LocalChat(ChatModel):
             text = text.replace(mark, "")
         if constrained:  # the grammar's text is the answer as is; "<tool_call>" inside a string is prose
             return ChatReply(text.strip(), [], prompt_tokens=len(prompt), completion_tokens=len(gen.token_ids))
-        text, calls = parse_tool_calls(THINK.sub("", text))
+        text, calls = parse_tool_calls(THINK.sub("", text), tools)
         return ChatReply(text, calls, prompt_tokens=len(prompt), completion_tokens=len(gen.token_ids))
 
     def close(self) -> None:

@@ -5,9 +5,10 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
 1. The model sees the task, the successful trajectory in full with turn numbers, and one-line previews
    of the failed runs; it may call ``search_trajectory`` and ``get_segment`` (``tools.py``) for at most
    ``max_tool_turns`` replies, after which only ``submit_segment`` is offered.
-2. Its answer, a ``submit_segment`` call or a JSON object in its text, is checked with pydantic
-   (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, non-terminal end,
-   no invalid action).
+2. Its answer, a ``submit_segment`` call (from the server, or written as text: ``parse_tool_calls``) or, in
+   its text, a JSON object or a python-style ``submit_segment(...)`` with literal arguments, is checked
+   with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, stated
+   as a rule beside the answer format, non-terminal end, no invalid action).
 3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3); after that,
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
@@ -47,6 +48,7 @@ from prover.chat import (
     assistant_message,
     count_reply,
     cut_text,
+    find_call,
     find_json_object,
     render_trajectory,
     require_xgrammar,
@@ -110,15 +112,21 @@ class LoopSettings(BaseModel):
 def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400,
                 answer_only: bool = False) -> str:
     success, failures = request.success, request.failures
-    n = len(success.turns)
     previews = "\n".join(f"- {preview(t, preview_chars)}" for t in failures) or "- (none)"
     how = ("Reply with one JSON object: {\"traj_id\": " + json.dumps(success.traj_id) + ', "start_turn": <int>, '
            '"end_turn": <int>, "rationale": <why, one sentence>}' if answer_only else
            f"Answer with submit_segment(traj_id={success.traj_id!r}, start_turn, end_turn, rationale)")
     return (f"Task: {success.task_text}\n\nThe successful run, in full:\n{render_trajectory(success, obs_chars)}\n\n"
-            f"The failed runs ({len(failures)}), one line each:\n{previews}\n\n"
-            f"{how}: at most {request.max_turns} consecutive turns, ending at turn {n - 2} or earlier (the state "
-            "after the segment must exist), and holding no invalid action.")
+            f"The failed runs ({len(failures)}), one line each:\n{previews}\n\n{how}\n{answer_rules(request)}")
+
+
+def answer_rules(request: JudgeRequest) -> str:
+    """The rules a segment must meet, stated where the model reads the answer format: first answers ran
+    longer than L turns when L was only a phrase of the format's sentence."""
+    L, n = request.max_turns, len(request.success.turns)
+    span = "end_turn = start_turn" if L == 1 else f"end_turn <= start_turn + {L - 1}"
+    return (f"Rules: the segment spans at most {L} consecutive turns, so {span}; it ends at turn {n - 2} or "
+            "earlier (the state after the segment must exist); it holds no invalid action.")
 
 
 def valid_spans(request: JudgeRequest) -> dict[int, list[int]]:
@@ -174,13 +182,21 @@ class Unreadable(str):
 
 
 def read_answer(arguments: str | None, text: str) -> SegmentAnswer | str:
-    """A submit_segment call's arguments (or, without one, the reply text) -> answer, or why not."""
+    """A submit_segment call's arguments (or, without one, the reply text) -> answer, or why not.
+
+    The text is read as a JSON object with traj_id, else as a python-style ``submit_segment(...)`` call
+    (``find_call``: literal arguments only, parsed and never run; positional ones in the fields' order)."""
     if arguments is not None:
         raw = parse_arguments(arguments)
         if isinstance(raw, str):
             return Unreadable(raw)
     else:
         raw = find_json_object(text)
+        if raw is None:  # the prompt spells the answer as a call: a model may write it so, as text
+            call = find_call(text, [SUBMIT], {SUBMIT: list(SegmentAnswer.model_fields)})
+            if call is not None and call.error:
+                return Unreadable(f"error: {call.error}")
+            raw = call.arguments if call is not None else None
         if raw is None:
             return Unreadable("error: no answer found; call submit_segment (or reply with one JSON object "
                               "with traj_id, start_turn, end_turn, rationale)")

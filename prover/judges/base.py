@@ -91,7 +91,9 @@ def validate_segment(request: JudgeRequest, segment: Segment) -> str | None:
     if s < 0 or e >= n or s > e:
         return f"turns {s}..{e} are out of range: need 0 <= start_turn <= end_turn <= {n - 1}"
     if e - s + 1 > request.max_turns:
-        return f"segment {s}..{e} has {e - s + 1} turns; at most {request.max_turns} are allowed"
+        L = request.max_turns  # say what to change: either end may move, and how far
+        return (f"segment {s}..{e} has {e - s + 1} turns; at most {L} are allowed: "
+                f"choose start_turn >= {e - L + 1} or end_turn <= {s + L - 1}")
     if e >= n - 1:
         return (f"segment ends at the final turn {n - 1}; it must end before it (at most turn {n - 2}) "
                 "so that the state after it can be replayed")
