@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.config import TrainConfig, dump_config
-from prover.errors import CheckpointError, RunFolderError
+from prover.errors import CheckpointError, ConfigError, RunFolderError
 from prover.trackers import Trackers
 
 
@@ -195,9 +195,9 @@ class RunDir:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
-    @staticmethod
-    def _write_checkpoint(tmp: Path, step: int, learner: Any, weights: dict | None) -> None:
+    def _write_checkpoint(self, tmp: Path, step: int, learner: Any, weights: dict | None) -> None:
         learner.save_pretrained(tmp, weights)
+        (tmp / RUN_CONFIG).write_text(json.dumps(self.cfg.model_dump(mode="json"), sort_keys=True))
         import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
 
         from prover.checkpoint_state import save_state
@@ -220,10 +220,39 @@ class RunDir:
             from prover.checkpoint_state import refuse_old_format
 
             refuse_old_format(ckpt)
+            changed = resume_differences(self.cfg, ckpt)
+            if changed:
+                shown = "; ".join(changed[:6]) + (f"; and {len(changed) - 6} more" if len(changed) > 6 else "")
+                raise ConfigError(f"--resume: the config differs from the run that wrote {ckpt.name} ({shown}); "
+                                  f"a resume may change only {', '.join(RESUME_MAY_CHANGE)}; start a new run "
+                                  "(another run.dir) to change the rest")
         return ckpt
 
 
 MANIFEST = "manifest.json"
+RUN_CONFIG = "run_config.json"  # the resolved config of the run that wrote a checkpoint
+# What --resume may change: how long the run goes on, how it is evaluated, logged and kept, where the folder
+# is, and where its sampling is served. Anything else would continue one experiment as another.
+RESUME_MAY_CHANGE = ("steps", "eval.", "run.dir", "run.checkpoint_every", "run.keep_checkpoints", "run.save_groups",
+                     "run.report_to", "engine.")
+
+
+def _dotted(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    return {k: v for key, sub in tree.items() for k, v in _dotted(sub, f"{prefix}{key}.").items()}
+
+
+def resume_differences(cfg: TrainConfig, ckpt: Path) -> list[str]:
+    """The fields where ``cfg`` differs from the config of the run that wrote ``ckpt``, outside
+    RESUME_MAY_CHANGE, as "field: old -> new"; [] for a checkpoint that keeps no config (converted ones)."""
+    path = ckpt / RUN_CONFIG
+    if not path.is_file():
+        return []
+    old, new = _dotted(json.loads(path.read_text())), _dotted(cfg.model_dump(mode="json"))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, "<unset>") != new.get(k, "<unset>"))
+    return [f"{k.rstrip('.')}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}" for k in changed
+            if not k.startswith(RESUME_MAY_CHANGE)]
 
 
 def _sha256(path: Path) -> str:

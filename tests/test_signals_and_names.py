@@ -86,18 +86,18 @@ def test_sigterm_while_a_checkpoint_is_written_keeps_the_last_one_and_the_next_s
     assert main(["train", *TINY_RUN, "steps=1", f"run.dir={folder}"]) == 0
     written = RunDir._write_checkpoint
 
-    def write_then_terminated(tmp, step, learner, weights):
+    def write_then_terminated(self, tmp, step, learner, weights):
         learner.save_pretrained(tmp, weights)  # the weights are on disk, the state and manifest are not
         os.kill(os.getpid(), signal.SIGTERM)
-        written(tmp, step, learner, weights)
+        written(self, tmp, step, learner, weights)
 
-    monkeypatch.setattr(RunDir, "_write_checkpoint", staticmethod(write_then_terminated))
+    monkeypatch.setattr(RunDir, "_write_checkpoint", write_then_terminated)
     capsys.readouterr()
     assert main(["train", "--resume", "--run-dir", str(folder), "steps=2"]) == 143
     assert capsys.readouterr().err.strip().splitlines() == [STOPPED]
     assert (folder / "checkpoints" / ".tmp-step-2").is_dir() and not (folder / "checkpoints" / "step-2").exists()
     assert checkpoint_problem(folder / "checkpoints" / "step-1", verify_hashes=True) == ""
-    monkeypatch.setattr(RunDir, "_write_checkpoint", staticmethod(written))
+    monkeypatch.setattr(RunDir, "_write_checkpoint", written)
     assert main(["train", "--resume", "--run-dir", str(folder), "steps=2"]) == 0
     assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step-1", "step-2"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main() put the handler back
@@ -142,3 +142,50 @@ def test_resume_on_a_folder_in_use_names_the_holder_before_anything_else(tmp_pat
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.fixture(scope="module")
+def one_step_run(tmp_path_factory):
+    from conftest import TINY_RUN
+
+    folder = tmp_path_factory.mktemp("resume-config") / "run"
+    assert main(["train", *TINY_RUN, "steps=1", f"run.dir={folder}"]) == 0
+    return folder
+
+
+CHANGED_RESUMES = {
+    # id: (overrides on --resume, an edit of config.yaml or None, the field the one line must name)
+    "credit": (["credit.name=grpo"], None, "credit.name: 'prover' -> 'grpo'"),
+    "seed": (["seed=7"], None, "seed: 0 -> 7"),
+    "env": (["env.name=pivot-sim"], None, "env.name: 'alfworld-sim' -> 'pivot-sim'"),
+    "edited config.yaml": ([], ("group_size: 3", "group_size: 5"), "rollout.group_size: 3 -> 5"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CHANGED_RESUMES))
+def test_a_resume_that_changes_the_experiment_is_refused_naming_the_fields(case, one_step_run, tmp_path, capsys):
+    import shutil
+
+    run = Path(shutil.copytree(one_step_run, tmp_path / "run"))
+    overrides, edit, field = CHANGED_RESUMES[case]
+    if edit:
+        text = (run / "config.yaml").read_text()
+        assert edit[0] in text
+        (run / "config.yaml").write_text(text.replace(edit[0], edit[1]))
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert main(["train", "--resume", "--run-dir", str(run), "steps=2", *overrides]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--resume: the config differs from the run that wrote step-1" in err[0], err
+    assert field in err[0] and "steps" not in err[0].split("(")[1].split(")")[0]  # steps may change
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # config.yaml kept
+
+
+@pytest.mark.slow
+def test_a_resume_may_change_the_documented_safe_fields(one_step_run, tmp_path, capsys):
+    import shutil
+
+    run = Path(shutil.copytree(one_step_run, tmp_path / "run"))
+    assert main(["train", "--resume", "--run-dir", str(run), "steps=2", "eval.episodes=2", "run.save_groups=0",
+                 "run.keep_checkpoints=3"]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1", "step-2"]
