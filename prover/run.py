@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,29 +50,72 @@ def in_use(folder: Path, holder: str) -> RunFolderError:
                           "wait for it to end, or choose another run.dir")
 
 
-class RunLock:
-    """One writer per run folder: an exclusive ``flock`` on ``<run.dir>/.lock``, which holds the writer's
-    PID. The kernel drops the lock when its process dies, however it dies, so a killed run's lock is
-    simply taken by the next start; the stale PID in the file is then overwritten."""
+class FileLock:
+    """An exclusive ``flock`` on ``path``, a file that holds the holder's PID. The kernel drops the lock when
+    its process dies, however it dies, so a killed holder's lock is simply taken by the next one; the stale
+    PID in the file is then overwritten. Separate processes (two benches on one folder) exclude each other."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = Path(folder) / ".lock"
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
         self.fd: int | None = None
 
-    def acquire(self) -> None:
+    def try_acquire(self) -> str | None:
+        """Take the lock if it is free (None); else the holder's PID, as text, and nothing is taken."""
+        return self._take(blocking=False)
+
+    def acquire(self, on_wait: Callable[[str], None] | None = None) -> None:
+        """Take the lock, waiting as long as its holder keeps it; ``on_wait(pid)`` first, when there is one."""
+        holder = self.try_acquire()
+        if holder is not None:
+            if on_wait is not None:
+                on_wait(holder)
+            self._take(blocking=True)
+
+    def _take(self, blocking: bool) -> str | None:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise in_use(self.path.parent, holder) from exc
+            return holder
+        except BaseException:  # Ctrl-C while waiting
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd
+        return None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class RunLock(FileLock):
+    """One writer per run folder: a ``FileLock`` on ``<run.dir>/.lock``; a second writer fails at once."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(Path(folder) / ".lock")
+
+    def acquire(self, on_wait: Callable[[str], None] | None = None) -> None:
+        holder = self.try_acquire()
+        if holder is not None:
+            raise in_use(self.path.parent, holder)
 
     def refuse_if_held(self) -> None:
         """Refuse now, naming the holder, when another process holds the lock; writes nothing (an empty
@@ -89,14 +133,6 @@ class RunLock:
             raise in_use(self.path.parent, os.read(fd, 32).decode(errors="replace").strip() or "unknown") from exc
         finally:
             os.close(fd)
-
-    def release(self) -> None:
-        if self.fd is not None:
-            import fcntl
-
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
 
 
 class RunDir:
@@ -313,6 +349,6 @@ def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two processes (benches) may write one file
     tmp.write_text(text)
     os.replace(tmp, path)

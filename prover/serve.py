@@ -11,6 +11,13 @@ Policy servers: one per group of ``--tp x --dp`` GPUs taken in order from ``--gp
 is the group's first GPU, so a group must be consecutive ids), on ports ``--port``, ``--port + 1``, ...
 A judge server (``--judge-model``) gets ``--judge-gpus`` and ``--judge-port``, and is reached by the
 litellm judge as ``openai/<--judge-name>`` at ``http://<host>:<judge-port>/v1``.
+
+API key: when the environment variable ``PROVER_SGLANG_API_KEY`` is set, every server is started with
+``--api-key`` set to it and then refuses every request without it (``/health`` aside), the weight updates
+(``/update_weights_from_disk``, ``/init_weights_update_group``, ``/update_weights_from_distributed``)
+among them; ``prover train`` sends it when the same variable is set there, the litellm judge through
+``judge.api_key_env``. Set it whenever the servers listen beyond 127.0.0.1. The key is never printed or
+written: commands show ``"$PROVER_SGLANG_API_KEY"`` in its place, and it is blanked in the servers' logs.
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from prover.engines.sglang_http import API_KEY_ENV, api_key_from_env, redact
 from prover.errors import ConfigError, EngineError
 
 DEFAULT_SPEC = "sglang==0.5.23"
@@ -52,6 +62,7 @@ class Server:
     mem_fraction: float
     served_name: str | None = None
     extra: list[str] = field(default_factory=list)
+    api_key: str | None = field(default=None, repr=False)  # --api-key; never printed (see ``shown``)
 
     @property
     def url(self) -> str:
@@ -71,7 +82,15 @@ class Server:
             argv += ["--dp-size", str(self.dp)]
         if self.served_name:
             argv += ["--served-model-name", self.served_name]
+        if self.api_key:
+            argv += ["--api-key", self.api_key]
         return argv + self.extra
+
+    def shown(self, python: str) -> str:
+        """The command as printed: the key stands as its variable, so the line still runs in a shell that
+        has it set, and never appears itself."""
+        return " ".join(f'"${API_KEY_ENV}"' if self.api_key and a == self.api_key else shlex.quote(a)
+                        for a in self.argv(python))
 
 
 def _gpu_list(text: str, flag: str) -> list[int]:
@@ -123,16 +142,20 @@ def plan(args: argparse.Namespace) -> list[Server]:
         if not ok:
             raise ConfigError(f"{flag} {value}: must be {want}")
     extra = [a for arg in args.server_arg for a in shlex.split(arg)]
+    if any(a == "--api-key" or a.startswith("--api-key=") for a in extra):
+        raise ConfigError(f"give the key in the environment variable {API_KEY_ENV}, not --server-arg "
+                          "--api-key (a command line is printed and logged)")
+    key = api_key_from_env()
     model = _model_dir(args.model, "--model")
     groups = _gpu_groups(_gpu_list(args.gpus, "--gpus"), args.tp * args.dp, "--gpus")
     servers = [Server("policy", model, args.host, args.port + i, g, args.tp, args.dp, args.seed + i,
-                      args.mem_fraction, extra=extra) for i, g in enumerate(groups)]
+                      args.mem_fraction, extra=extra, api_key=key) for i, g in enumerate(groups)]
     if args.judge_model:
         judge_gpus = _gpu_list(args.judge_gpus, "--judge-gpus")
         _gpu_groups(judge_gpus, len(judge_gpus), "--judge-gpus")
         judge_dir = _model_dir(args.judge_model, "--judge-model")
         servers.append(Server("judge", judge_dir, args.host, args.judge_port, judge_gpus, len(judge_gpus), 1,
-                              args.seed, args.mem_fraction, args.judge_name, extra))
+                              args.seed, args.mem_fraction, args.judge_name, extra, key))
     ports = [s.port for s in servers]
     if len(set(ports)) != len(ports):
         raise ConfigError(f"the servers would share ports {sorted(ports)}; move --judge-port away from "
@@ -151,7 +174,7 @@ def train_overrides(servers: list[Server]) -> list[str]:
     for s in servers:
         if s.role == "judge":
             out += ["judge.name=litellm", f"judge.model=openai/{s.served_name}",
-                    f"judge.api_base={s.url}/v1"]
+                    f"judge.api_base={s.url}/v1"] + ([f"judge.api_key_env={API_KEY_ENV}"] if s.api_key else [])
     return out
 
 
@@ -192,19 +215,42 @@ def healthy(url: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
         return False
 
 
+def _copy_redacted(source: IO[bytes], log: Path, key: str) -> None:
+    """A server's output into its log, the key blanked: SGLang logs its arguments at start (``server_args=``,
+    ``api_key`` among them)."""
+    with source, log.open("wb") as out:
+        for line in iter(source.readline, b""):
+            out.write(redact(line.decode("utf-8", "surrogateescape"), key).encode("utf-8", "surrogateescape"))
+            out.flush()
+
+
+def _start(s: Server, python: str, log: Path) -> tuple[subprocess.Popen, threading.Thread | None]:
+    """The server's process, writing to ``log``: straight (the child keeps its own descriptor), or, with
+    a key, through a thread of ours that blanks it."""
+    if not s.api_key:
+        with log.open("w") as out:
+            return subprocess.Popen(s.argv(python), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True), None
+    proc = subprocess.Popen(s.argv(python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    pump = threading.Thread(target=_copy_redacted, args=(proc.stdout, log, s.api_key), daemon=True)
+    pump.start()
+    return proc, pump
+
+
 class Running:
     """Started servers with their log files; ``stop()`` ends each one's whole process group."""
 
     def __init__(self, servers: list[Server], python: str, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.items: list[tuple[Server, subprocess.Popen, Path]] = []
+        self.pumps: list[threading.Thread] = []
         try:
             for s in servers:
                 log = (log_dir / f"{s.role}-{s.port}.log").resolve()
-                with log.open("w") as out:  # the child keeps its own descriptor
-                    proc = subprocess.Popen(s.argv(python), stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                proc, pump = _start(s, python, log)
                 self.items.append((s, proc, log))
+                self.pumps += [pump] if pump else []
         except OSError as exc:
             self.stop()
             raise EngineError(f"could not start {python!r}: {exc.strerror}") from exc
@@ -240,6 +286,8 @@ class Running:
                 pass
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+        for pump in self.pumps:  # the last lines reach the logs: the whole group is gone, the pipes end
+            pump.join(timeout=5)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -258,7 +306,7 @@ def serve(args: argparse.Namespace) -> int:
             for cmd in venv_commands(venv, args.sglang):
                 print(shlex.join(cmd))
         for s in servers:
-            print(shlex.join(s.argv(python)))
+            print(s.shown(python))
         print("prover train " + " ".join(train_overrides(servers)))
         return 0
     running = None

@@ -19,7 +19,12 @@ Faults for tests (``server.faults`` in process, or ``POST /_faults`` to a subpro
 generate requests or after N weight updates (the connection is closed unanswered and the port stops
 listening), a delay before each reply, scripted HTTP statuses, replies that are not JSON, failing syncs.
 
-Run alone: ``python tests/sglang_server.py <model folder>`` prints ``ready <url>`` and serves.
+Started with an API key (``api_key=``, or ``--api-key KEY`` when run alone), it refuses every request but
+``/health`` that lacks ``Authorization: Bearer <key>`` with 401 ``{"error": "Unauthorized"}``, as SGLang's
+``--api-key`` does; ``authorizations`` keeps each request's header.
+
+Run alone: ``python tests/sglang_server.py <model folder> [port] [--api-key KEY]`` prints ``ready <url>`` and
+serves.
 """
 
 from __future__ import annotations
@@ -82,10 +87,12 @@ class BadRequest(Exception):
 
 
 class SGLangTestServer:
-    def __init__(self, model_dir: str, port: int = 0) -> None:
+    def __init__(self, model_dir: str, port: int = 0, api_key: str | None = None) -> None:
         from prover.modeling import load_model, load_tokenizer
 
         self.model_path = str(model_dir)
+        self.api_key = api_key
+        self.authorizations: list[str | None] = []  # the Authorization header of every request, in order
         with LOAD_LOCK:
             self.model = load_model(model_dir).eval()
         # transformers 5 renamed the KV-cache argument and output from past_key_values to cache
@@ -141,6 +148,10 @@ class SGLangTestServer:
             body = json.loads(raw) if raw.strip() else {}
         except ValueError:
             return self._send(h, 400, {"error": {"message": "body is not JSON"}})
+        self.authorizations.append(h.headers.get("Authorization"))
+        if self.api_key and not path.startswith("/health") and \
+                h.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return self._send(h, 401, {"error": "Unauthorized"})
         self.requests.append((path, body))
         routes = {"/health": self._health, "/get_model_info": self._model_info, "/get_server_info": self._server_info,
                   "/generate": self._generate, "/flush_cache": self._flush, "/_faults": self._set_faults,
@@ -345,7 +356,14 @@ def _filtered(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
 
 
 def main(argv: list[str]) -> None:
-    server = SGLangTestServer(argv[0], int(argv[1]) if len(argv) > 1 else 0)
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir")
+    ap.add_argument("port", nargs="?", type=int, default=0)
+    ap.add_argument("--api-key")
+    args = ap.parse_args(argv)
+    server = SGLangTestServer(args.model_dir, args.port, args.api_key)
     server.thread.start()
     print(f"ready {server.url}", flush=True)
     server.thread.join()

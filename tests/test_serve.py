@@ -27,7 +27,8 @@ from prover.config import parse_override
 from prover.serve import ensure_venv, healthy
 
 # A stand-in for SGLang's launcher: FAKE_SGLANG=ok serves /health (after a short start-up), =exit dies at
-# once, =sick answers 503 forever. It records its arguments and pid in $FAKE_SGLANG_RECORD/<port>.json.
+# once, =sick answers 503 forever. It records its arguments and pid in $FAKE_SGLANG_RECORD/<port>.json, and
+# logs them as SGLang logs its server_args (the --api-key among them).
 FAKE_LAUNCHER = '''
 import argparse, json, os, signal, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -41,6 +42,7 @@ record = os.environ.get("FAKE_SGLANG_RECORD")
 if record:
     with open(os.path.join(record, f"{args.port}.json"), "w") as f:
         json.dump({"argv": sys.argv[1:], "pid": os.getpid()}, f)
+print(f"server_args={sys.argv[1:]}", flush=True)
 if mode == "exit":
     print("RuntimeError: CUDA out of memory (stand-in)", file=sys.stderr)
     sys.exit(3)
@@ -136,7 +138,7 @@ def test_tensor_and_data_parallel_servers(model_dir, capsys):
     assert "--base-gpu-id 0" in server and rc == 0
 
 
-@pytest.mark.parametrize("case", ["missing", "no_config", "port", "gpus", "split", "judge_port"])
+@pytest.mark.parametrize("case", ["missing", "no_config", "port", "gpus", "split", "judge_port", "key_arg"])
 def test_bad_input_is_one_line_exit_2(case, model_dir, tmp_path, capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -151,10 +153,43 @@ def test_bad_input_is_one_line_exit_2(case, model_dir, tmp_path, capsys):
             "split": (["--model", str(model_dir), "--gpus", "0,1,2", "--tp", "2"], "not a multiple of the 2"),
             "judge_port": (["--model", str(model_dir), "--gpus", "0,1", "--port", "30500", "--judge-model",
                             str(model_dir), "--judge-port", "30501"], "share ports"),
+            "key_arg": (["--model", str(model_dir), "--server-arg=--api-key sk-x"], "PROVER_SGLANG_API_KEY, not"),
         }[case]
         rc, out, err = run_cli(["serve", *argv, "--dry-run"], capsys)
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("prover: error: ") and expect in err, err
+
+
+KEY = "sk-serve-test-5e8d21"
+
+
+def test_the_api_key_reaches_every_server_but_no_printed_line(model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PROVER_SGLANG_API_KEY", KEY)
+    rc, out, err = run_cli(["serve", "--model", str(model_dir), "--port", str(free_port()), "--judge-model",
+                            str(model_dir), "--judge-port", str(free_port()), "--python", "py", "--dry-run"], capsys)
+    assert rc == 0 and KEY not in out + err
+    [policy, judge, train] = out.strip().splitlines()
+    for line in (policy, judge):  # a shell where the variable is set runs the printed line with the key
+        argv = subprocess.run(["bash", "-c", f'set -- {line}; printf "%s\\n" "$@"'], capture_output=True, text=True,
+                              env=dict(os.environ, PROVER_SGLANG_API_KEY=KEY), timeout=30).stdout.splitlines()
+        assert argv[argv.index("--api-key") + 1] == KEY and '--api-key "$PROVER_SGLANG_API_KEY"' in line
+    assert "judge.api_key_env=PROVER_SGLANG_API_KEY" in train.split()  # the litellm judge sends it too
+
+
+@pytest.mark.slow
+def test_a_served_key_is_passed_on_and_blanked_in_the_logs(fake_sglang, model_dir, tmp_path):
+    fake_dir, record = fake_sglang
+    port, logs = free_port(), tmp_path / "logs"
+    serve = Serve(["--model", str(model_dir), "--port", str(port), "--python", sys.executable, "--log-dir",
+                   str(logs), "--timeout", "60"], dict(_env(fake_dir, record, "ok"), PROVER_SGLANG_API_KEY=KEY))
+    out = serve.wait_for("Ctrl-C stops the servers")
+    argv = json.loads((record / f"{port}.json").read_text())["argv"]
+    assert argv[argv.index("--api-key") + 1] == KEY
+    serve.proc.send_signal(signal.SIGINT)
+    rc, err = serve.finish()
+    log = (logs / f"policy-{port}.log").read_text()
+    assert rc == 0 and "server_args=" in log and "'--api-key', '***'" in log
+    assert KEY not in "".join(out) + err + log
 
 
 @pytest.mark.slow

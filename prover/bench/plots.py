@@ -4,6 +4,7 @@ evaluation, each the mean over seeds (the band spans the lowest and highest seed
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from pathlib import Path
@@ -72,6 +73,8 @@ def plot_env(results: list[CellResult], methods: list[str], env: str, out: Path)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8, loc="best")
     path = curve_file(out, env)
-    fig.savefig(path, dpi=110)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")  # whole or not at all: benches may share `out`
+    fig.savefig(tmp, dpi=110)
     plt.close(fig)
+    os.replace(tmp, path)
     return path

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
 from prover.bench import stats
 from prover.bench.tables import CellResult, Entry, table1, table2, table3
+from prover.run import write_atomic
 
 # -- cells of text ---------------------------------------------------------------------------------
 
@@ -203,35 +205,35 @@ def _t1_row(m: str, env: str, e: Entry, baseline: str | None, reach: float | Non
             "" if r is None else r.reached, _cell(e.max_se), _cell(e.tokens_vs_baseline)]
 
 
+def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    """Written whole or not at all: two bench processes on one folder may write the tables at once."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    write_atomic(path, buf.getvalue())
+
+
 def write_csvs(results: list[CellResult], methods: list[str], judged: list[str], envs: list[str],
                out: Path, budget_refs: dict[str, str] | None = None, baseline: str = "grpo",
                reach: float | None = None) -> list[Path]:
     paths = [out / "table1.csv", out / "table2.csv", out / "table3.csv"]
-    with paths[0].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(T1_CSV)
-        for r in table1(results, methods, envs, baseline, reach):
-            for env in [*envs, "avg"]:
-                w.writerow(_t1_row(r["method"], env, r[env], baseline, reach))
+    _write_csv(paths[0], T1_CSV, [_t1_row(r["method"], env, r[env], baseline, reach)
+                                  for r in table1(results, methods, envs, baseline, reach) for env in [*envs, "avg"]])
     keys = ["generated_tokens", "rollout_tokens", "branch_tokens", "judge_tokens", "judge_cents",
             "judge_cached_cents", "seconds"]
-    with paths[1].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "env", *(f"{k}_per_step" for k in keys), "baseline", "tokens_vs_baseline",
-                    "matched_to", "tokens_vs_matched", "n_seeds"])
-        for r in table2(results, methods, envs, budget_refs, baseline):
-            w.writerow([r["method"], r["env"], *(_cell(r[k]) for k in keys), baseline, _cell(r["vs_baseline"]),
-                        r["matched_to"] or "", _cell(r["vs_matched"]), r["n"]])
+    _write_csv(paths[1], ["method", "env", *(f"{k}_per_step" for k in keys), "baseline", "tokens_vs_baseline",
+                          "matched_to", "tokens_vs_matched", "n_seeds"],
+               [[r["method"], r["env"], *(_cell(r[k]) for k in keys), baseline, _cell(r["vs_baseline"]),
+                 r["matched_to"] or "", _cell(r["vs_matched"]), r["n"]]
+                for r in table2(results, methods, envs, budget_refs, baseline)])
     diag = ["valid", "accepted", "acceptance", "segment_turns", "delta"]
     truth = ["proposals", "hit_rate", "precision", "recall", "pivotal_share"]
-    with paths[2].open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "env", "success_mean", "success_lo", "success_hi", "n_seeds", *diag, "truth",
-                    *(f"truth_{k}" for k in truth)])
-        for r in table3(results, judged, envs):
-            s = r["success"]
-            w.writerow([r["method"], r["env"], _cell(s.mean), _cell(s.lo), _cell(s.hi), s.n,
-                        *(_cell(r[k]) for k in diag), int(r["truth"]), *(_cell(r[k]) for k in truth)])
+    _write_csv(paths[2], ["method", "env", "success_mean", "success_lo", "success_hi", "n_seeds", *diag, "truth",
+                          *(f"truth_{k}" for k in truth)],
+               [[r["method"], r["env"], _cell(r["success"].mean), _cell(r["success"].lo), _cell(r["success"].hi),
+                 r["success"].n, *(_cell(r[k]) for k in diag), int(r["truth"]), *(_cell(r[k]) for k in truth)]
+                for r in table3(results, judged, envs)])
     return paths
 
 

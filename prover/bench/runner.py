@@ -8,6 +8,11 @@ one warm-started policy, built once under ``<dir>/shared/<env>/seed-<s>`` (``pro
 by a hash of the settings that shape it, so a method that changes one of them gets its own).
 After every finished cell and warm start the measured time goes to ``<dir>/timings.json`` (``timing.py``),
 and the time the remaining cells should take is printed.
+
+Several bench processes may share one folder (two on disjoint seeds, one shared warm start): a lock per
+cell (``<cell>/.bench.lock``) and per shared warm start (``<shared folder>/.bench.lock``), ``flock``s the
+kernel drops when a process dies. A process skips a cell another one holds, saying so, and waits for a
+shared warm start another one is building, then reuses it.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from prover.bench.report import markdown_tables, write_csvs
 from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
 from prover.config import TrainConfig
 from prover.errors import ProverError
-from prover.run import write_atomic
+from prover.run import FileLock, write_atomic
 
 Echo = Callable[[str], None]
 
@@ -36,12 +41,21 @@ Echo = Callable[[str], None]
 class Outcome:
     trained: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # finished earlier
+    busy: list[str] = field(default_factory=list)  # held by another bench process, which trains them
     failed: list[str] = field(default_factory=list)  # "<cell>: <one-line reason>"
 
 
-def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> tuple[TrainConfig, bool]:
+LOCK_FILE = ".bench.lock"  # in a cell's folder and in a shared warm start's
+
+
+def _built(models: Path) -> set[Path]:
+    return {p for p in models.iterdir() if not p.name.startswith(".")}  # not the locks or temporary folders
+
+
+def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool, echo: Echo = print,
+                  head: str = "") -> tuple[TrainConfig, bool]:
     """The cell's config, set to start from the warm-started policy it shares with other cells, and whether
-    that policy was built now (rather than found)."""
+    that policy was built now by this process (rather than found, or built by another one it waited for)."""
     from prover.envs import make_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
@@ -56,13 +70,20 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool) -> tuple[TrainC
         shared.seed = bench.shared_seed  # one starting policy for every seed of the env
     shared.run.dir = str(where)
     models = where / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    before = set(models.iterdir())  # a new folder after prepare_policy means it built one
-    folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
-                            Reporter(quiet=not verbose))
+    lock = FileLock(where / LOCK_FILE)
+    lock.acquire(lambda pid: echo(f"{head}: waiting for process {pid} (another prover bench) to finish the "
+                                  f"shared warm start in {where}"))
+    try:
+        models.mkdir(parents=True, exist_ok=True)
+        before = _built(models)  # a new folder after prepare_policy means this process built one
+        folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
+                                Reporter(quiet=not verbose))
+        built = _built(models) != before
+    finally:
+        lock.release()
     out = cfg.model_copy(deep=True)
     out.model.path, out.warmstart.enabled = str(folder.resolve()), False
-    return out, set(models.iterdir()) != before
+    return out, built
 
 
 def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
@@ -88,7 +109,7 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
     if not same and read_history(cell.dir):
         echo(f"{head}: its settings changed since it ran; restarting it")
     t0 = time.monotonic()
-    cfg, built = shared_policy(cell, bench, verbose)
+    cfg, built = shared_policy(cell, bench, verbose, echo, head)
     cfg = matched_budget(cell, cfg)
     if built:
         timing.record_warmstart(bench.dir, cell.env, time.monotonic() - t0)
@@ -111,24 +132,41 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
             f"after the warm start -> {final['eval/success']:.3f}")
 
 
+def _finished_line(cell: Cell, head: str) -> str | None:
+    if not is_finished(cell):
+        return None
+    success = final_eval(read_history(cell.dir), cell.config.steps)["eval/success"]
+    return f"{head}: finished earlier, skipped (held-out success {success:.3f})"
+
+
 def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
     """Train every unfinished cell, one progress line (or more) per cell; a cell that fails with a
-    ProverError is reported and the others still run."""
+    ProverError is reported and the others still run. A cell another process holds is skipped."""
     outcome, total = Outcome(), len(plan.cells)
     for i, cell in enumerate(plan.cells, 1):
         head = f"[{i}/{total}] {cell.name}"
-        if is_finished(cell):
-            success = final_eval(read_history(cell.dir), cell.config.steps)["eval/success"]
-            echo(f"{head}: finished earlier, skipped (held-out success {success:.3f})")
+        if (line := _finished_line(cell, head)) is not None:
+            echo(line)
             outcome.skipped.append(cell.name)
             continue
+        lock = FileLock(cell.dir / LOCK_FILE)
+        if (holder := lock.try_acquire()) is not None:
+            echo(f"{head}: in use by process {holder} (another prover bench, which trains it); skipped")
+            outcome.busy.append(cell.name)
+            continue
         try:
+            if (line := _finished_line(cell, head)) is not None:  # by the process that held it a moment ago
+                echo(line)
+                outcome.skipped.append(cell.name)
+                continue
             echo(run_cell(cell, head, plan.bench, verbose, echo))
             outcome.trained.append(cell.name)
         except ProverError as exc:
             echo(f"{head}: failed: {exc}")
             outcome.failed.append(f"{cell.name}: {exc}")
             continue
+        finally:
+            lock.release()
         if (left := timing.left_line(plan, plan.cells[i:])) is not None:
             echo(left)
     return outcome

@@ -2,7 +2,8 @@
 
 The file holds, per env and method, each seed's last measured training (wall seconds and the train steps
 it ran, evaluations included), and per env the seconds of its last warm start. It is rewritten atomically
-after every finished cell and warm start, so a stopped bench keeps what it measured.
+after every finished cell and warm start, so a stopped bench keeps what it measured, under a lock, so two
+benches on one folder keep both their entries.
 
 The estimate: the steps every unfinished cell has left (a finished cell costs 0; a resumable one only its
 remaining steps) times its (env, method)'s seconds per step, plus each warm start not yet built. An (env,
@@ -20,7 +21,7 @@ from typing import Any
 
 from prover.bench.matrix import Cell, Plan, warmstart_folder
 from prover.bench.tables import is_finished, read_history, started_key
-from prover.run import write_atomic
+from prover.run import FileLock, write_atomic
 
 FILE = "timings.json"
 
@@ -45,19 +46,26 @@ def _save(bench_dir: str | Path, data: dict[str, Any]) -> None:
     write_atomic(path(bench_dir), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def _lock(bench_dir: str | Path) -> FileLock:
+    """Held while the file is read and rewritten: two benches on one folder would drop each other's entries."""
+    return FileLock(Path(bench_dir) / ".timings.lock")
+
+
 def record_cell(bench_dir: str | Path, env: str, method: str, seed: int, seconds: float, steps: int) -> None:
     """One cell's training: ``steps`` train steps (with their evaluations) in ``seconds``."""
     if steps <= 0:
         return  # nothing per step to learn from
-    data = load(bench_dir)
-    data["cells"].setdefault(env, {}).setdefault(method, {})[str(seed)] = {"seconds": seconds, "steps": steps}
-    _save(bench_dir, data)
+    with _lock(bench_dir):
+        data = load(bench_dir)
+        data["cells"].setdefault(env, {}).setdefault(method, {})[str(seed)] = {"seconds": seconds, "steps": steps}
+        _save(bench_dir, data)
 
 
 def record_warmstart(bench_dir: str | Path, env: str, seconds: float) -> None:
-    data = load(bench_dir)
-    data["warmstarts"][env] = seconds
-    _save(bench_dir, data)
+    with _lock(bench_dir):
+        data = load(bench_dir)
+        data["warmstarts"][env] = seconds
+        _save(bench_dir, data)
 
 
 def rates(data: dict[str, Any]) -> dict[tuple[str, str], float]:

@@ -24,7 +24,8 @@ dropped at each weight sync, when the caches are flushed anyway; under ``acceler
 process routes its own share.
 
 A server that is down, too slow or answers nonsense is an ``EngineError`` line naming it (see
-``sglang_http``); the trainer stops there with its last checkpoint intact.
+``sglang_http``); the trainer stops there with its last checkpoint intact. Servers started with
+``--api-key`` get it from the environment variable ``PROVER_SGLANG_API_KEY`` on every request.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.distributed import process_rank, world_size
 from prover.engines.base import Engine
-from prover.engines.sglang_http import ServerClient, together
+from prover.engines.sglang_http import ServerClient, api_key_from_env, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
 from prover.errors import EngineError
 from prover.modeling import load_tokenizer, stop_ids
@@ -73,7 +74,8 @@ class SGLangSettings(BaseModel):
                                  "temporary folder, fine when the servers run on this machine.")
     sync_timeout_s: float = Field(600.0, gt=0, description="Most seconds for each step of a weight sync.")
     master_address: str = Field("127.0.0.1", description="'distributed': this machine's address as the servers "
-                                "reach it; the trainer hosts the group's rendezvous there.")
+                                "reach it; the trainer hosts the group's rendezvous there, listening on that "
+                                "address only.")
     master_port: int | None = Field(None, ge=1, le=65535, description="'distributed': rendezvous port; None "
                                     "picks a free one.")
     backend: Literal["nccl", "gloo"] = Field("nccl", description="'distributed': torch.distributed backend of "
@@ -216,7 +218,8 @@ class SGLangEngine(Engine):
         self.config = cfg = self.validate_kwargs(kwargs)
         self.tokenizer = load_tokenizer(model_path)
         self.stop_ids = stop_ids(self.tokenizer)
-        self.servers = [ServerClient(u, cfg.timeout_s, cfg.retries, cfg.retry_backoff_s) for u in cfg.urls]
+        key = api_key_from_env()  # the servers' --api-key, from the environment only: never in a config
+        self.servers = [ServerClient(u, cfg.timeout_s, cfg.retries, cfg.retry_backoff_s, key) for u in cfg.urls]
         self.router = PrefixRouter(len(self.servers), cfg.affinity_tokens)
         self.syncer = (DistributedSync if cfg.sync == "distributed" else DiskSync)(self.servers, cfg)
         self.counts = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0}

@@ -9,12 +9,18 @@ again, and the caller would wait a multiple of its timeout. Every failure become
 line that names the server, e.g. ``SGLang server http://127.0.0.1:30000: no reply to /generate within
 30 s``. The timeout bounds each socket wait and also the whole body read, so a server that trickles its
 reply cannot hold a rollout either.
+
+A server started with ``--api-key`` (``prover serve`` does so when ``PROVER_SGLANG_API_KEY`` is set) answers
+401 to every request without it but ``/health``; the client reads that variable and sends ``Authorization:
+Bearer <key>`` on every request. The key lives in the environment only, never in a config, and is blanked
+from every error line.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import queue
 import socket
 import threading
@@ -26,6 +32,17 @@ from typing import Any
 
 from prover.errors import EngineError
 from prover.httpio import read_until
+
+API_KEY_ENV = "PROVER_SGLANG_API_KEY"  # the servers' --api-key; read from here, never from a config
+
+
+def api_key_from_env() -> str | None:
+    return os.environ.get(API_KEY_ENV) or None
+
+
+def redact(text: str, key: str | None) -> str:
+    """``text`` with every copy of ``key`` blanked."""
+    return text.replace(key, "***") if key else text
 
 
 class _Retryable(Exception):
@@ -51,10 +68,16 @@ def first_line(raw: bytes | str, limit: int = 200) -> str:
 class ServerClient:
     """``url`` is the server root, e.g. ``http://127.0.0.1:30000``."""
 
-    def __init__(self, url: str, timeout_s: float, retries: int = 3, backoff_s: float = 1.0) -> None:
+    def __init__(self, url: str, timeout_s: float, retries: int = 3, backoff_s: float = 1.0,
+                 api_key: str | None = None) -> None:
+        """``api_key``: sent as ``Authorization: Bearer`` on every request (a server's ``--api-key``)."""
         self.url = url.rstrip("/")
         self.name = f"SGLang server {self.url}"
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._key = api_key
         self.retried = 0  # calls repeated after a retryable failure (a metric)
 
     def get(self, path: str, timeout_s: float | None = None, expect_json: bool = True) -> Any:
@@ -67,6 +90,15 @@ class ServerClient:
 
     def call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
              retry: bool = True) -> Any:
+        try:
+            return self._call(method, path, body, timeout_s, expect_json, retry)
+        except EngineError as exc:  # a reply or an exception text that echoes the key must not print it
+            if self._key and self._key in str(exc):
+                raise EngineError(redact(str(exc), self._key)) from None
+            raise
+
+    def _call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
+              retry: bool) -> Any:
         timeout = timeout_s or self.timeout_s
         retries = self.retries if retry else 0
         problem, hint = "", ""
@@ -78,6 +110,8 @@ class ServerClient:
             else:
                 if status == 429 or status >= 500:
                     problem, hint = f"{path} answered HTTP {status}: {first_line(raw)}", "check its log"
+                elif status in (401, 403):
+                    raise self._refused(path, status, raw)
                 elif status >= 400:
                     raise EngineError(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}")
                 else:
@@ -88,10 +122,14 @@ class ServerClient:
         tries = f" (after {retries + 1} tries)" if retries else ""
         raise EngineError(f"{self.name}: {problem}{tries}; {hint}")
 
+    def _refused(self, path: str, status: int, raw: bytes) -> EngineError:
+        fix = (f"{API_KEY_ENV} is not the key it was started with" if self._key else
+               f"it was started with --api-key: set {API_KEY_ENV} to that key")
+        return EngineError(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}; {fix}")
+
     def _once(self, method: str, path: str, body: Any, timeout: float) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
         deadline = time.monotonic() + timeout
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:

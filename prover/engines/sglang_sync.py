@@ -83,7 +83,8 @@ class DistributedSync(DiskSync):
 
     def _join(self) -> None:
         cfg = self.cfg
-        port = cfg.master_port or free_port(cfg.master_address)
+        listener = listen_socket(cfg.master_address, cfg.master_port or 0)  # 0: a free port, taken at once
+        port = listener.getsockname()[1]
         tp = [int((s.get("/get_server_info") or {}).get("tp_size", 1) or 1) for s in self.servers]
         world = 1 + sum(tp)
         offsets = [1 + sum(tp[:i]) for i in range(len(tp))]
@@ -95,7 +96,7 @@ class DistributedSync(DiskSync):
             if not (isinstance(reply, dict) and reply.get("success")):
                 raise EngineError(f"{s.name}: did not join the weight group: {reply}")
         join = lambda: join_weight_group(cfg.master_address, port, world, 0, cfg.group_name, cfg.backend,  # noqa: E731
-                                         cfg.sync_timeout_s)
+                                         cfg.sync_timeout_s, listener)
         try:
             self.group = together([join] + [lambda s=s, o=o: init(s, o) for s, o in zip(self.servers, offsets)],
                                   cfg.sync_timeout_s + 5, "joining the weight group")[0]
@@ -156,21 +157,31 @@ class DistributedSync(DiskSync):
 
 
 def join_weight_group(master_address: str, master_port: int, world_size: int, rank: int, group_name: str,
-                      backend: str, timeout_s: float) -> Any:
+                      backend: str, timeout_s: float, listener: socket.socket | None = None) -> Any:
     """A process group of its own between the trainer and the servers, keyed like SGLang's end.
 
     SGLang (python/sglang/srt/utils, ``init_custom_process_group``) rendezvouses at
     ``tcp://master_address:master_port``, prefixes the store with the group name and calls torch's
     ``_new_process_group_helper``; verl and slime build the trainer's end the same way, and so do we,
     since store keys that differ in one prefix would leave both ends waiting for each other.
+
+    Rank 0 hosts the store. torch's ``tcp://`` rendezvous would listen on every interface (``::``) whatever
+    the address, so rank 0 builds the store on a socket bound to ``master_address`` (``listener``, or one
+    made here), and only that interface accepts joiners.
     """
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
     from torch.distributed.rendezvous import rendezvous
 
     timeout = timedelta(seconds=timeout_s)
-    store, rank, world_size = next(rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size,
-                                              timeout=timeout))
+    if rank == 0:
+        listener = listener or listen_socket(master_address, master_port)
+        # the store's daemon owns the descriptor from here on (and closes it), so Python must not
+        store = dist.TCPStore(master_address, master_port, world_size, is_master=True, timeout=timeout,
+                              master_listen_fd=listener.detach())
+    else:
+        store, rank, world_size = next(rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size,
+                                                  timeout=timeout))
     store.set_timeout(timeout)
     store = dist.PrefixStore(group_name, store)
     group, _ = c10d._new_process_group_helper(world_size, rank, [], backend, store, group_name=group_name,
@@ -179,10 +190,24 @@ def join_weight_group(master_address: str, master_port: int, world_size: int, ra
     return group
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host if host not in ("localhost",) else "127.0.0.1", 0))
-        return s.getsockname()[1]
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host`` alone (an IPv4 or IPv6 address or a name), at ``port`` (0: a free
+    one); a host or port that cannot be had is an ``EngineError`` line."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise EngineError(f"master_address {host!r} is not an address of this machine ({exc})") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port a finished run just left
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise EngineError(f"cannot listen on master_address {host!r} port {port} for the weight group "
+                          f"({exc.strerror or exc}); pick another engine.kwargs.master_port, or an address "
+                          "of this machine") from exc
+    return sock
 
 
 def bucketed(named: list[tuple[str, Any]], max_bytes: int) -> list[list[tuple[str, Any]]]:

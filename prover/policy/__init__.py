@@ -22,7 +22,7 @@ from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
 from prover.modeling import check_model_dir
 from prover.progress import Reporter
-from prover.run import RunDir
+from prover.run import FileLock, RunDir
 
 
 def settings_key(*parts: object) -> str:
@@ -76,15 +76,23 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
 
 
 def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """``target``, built by ``build`` into a temporary folder and renamed into place unless it exists.
+
+    Another process (a second ``prover bench`` sharing the warm start) may be building it now: a lock per
+    target makes this one wait for that build and then reuse it, rather than build into the same temporary
+    folder and fail to rename it over the finished one."""
     if (target / "config.json").is_file():
         return target
     if world_size() > 1:  # every process would build it at once, and the warm start is a training run itself
         raise CheckpointError(f"{str(target)!r} is not built yet, and a run of several processes does not "
                               "build it: run `prover sft` with the same config in one process first")
-    tmp = target.with_name(f".tmp-{target.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    build(tmp)
-    os.rename(tmp, target)
+    with FileLock(target.with_name(f".{target.name}.lock")):
+        if (target / "config.json").is_file():  # built by the process this one waited for
+            return target
+        tmp = target.with_name(f".tmp-{target.name}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(tmp)
+        os.rename(tmp, target)
     return target
 
 
