@@ -15,7 +15,8 @@ def judge_warning(r: dict[str, Any]) -> str:
     """One line when every judge request of the step failed (errors, and no reply at all), else "".
     Such a step trains as plain GRPO and still ends well, so without this line nothing would show it."""
     errors = r.get("judge/errors", 0.0)
-    if not errors or r.get("judge/calls", 0.0) + r.get("judge/cached_calls", 0.0) > 0:
+    answered = r.get("judge/calls", 0.0) - r.get("judge/failed_calls", 0.0) + r.get("judge/cached_calls", 0.0)
+    if not errors or answered > 0:
         return ""
     kinds = sorted(((k.split("/", 2)[2], v) for k, v in r.items() if k.startswith("judge/errors/") and v),
                    key=lambda kv: (-kv[1], kv[0]))

@@ -209,7 +209,8 @@ class JudgeRequest:
 class JudgeUsage:
     """What asking a judge cost. Dollars are 0 for free or unpriced (local) models, never missing."""
 
-    calls: int = 0  # paid model requests (LLM judges); 0 for free judges; cached replies are not in it
+    calls: int = 0  # model requests sent (LLM judges), failed ones included; 0 for free judges; not cached ones
+    failed_calls: int = 0  # of ``calls``, those that brought no reply (timeout, refused, server error)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     dollars: float = 0.0

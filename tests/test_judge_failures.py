@@ -103,7 +103,9 @@ def test_retries_and_lost_proposals_reach_the_metrics_and_groups(server, make_ba
     ctx = CreditContext(TrainConfig(), brancher=Halfway(), judge=judge_for(server.url, max_retries=1), step=1)
     adv = ProVer().assign(batch, ctx)
     m = adv.metrics  # one retry per group; one reply (the 429 and the 5xx are no replies); one lost request
-    assert (m["judge/retries"], m["judge/calls"], m["judge/errors"], m["judge/errors/http_5xx"]) == (2, 1, 1, 1)
+    # two groups asked, one request each (retries apart): one answered after a 429, one failed on 503s
+    assert (m["judge/retries"], m["judge/calls"], m["judge/errors"], m["judge/errors/http_5xx"]) == (2, 2, 1, 1)
+    assert m["judge/failed_calls"] == 1
     assert not [k for k in m if k.startswith("judge/errors/") and k != "judge/errors/http_5xx"]
     assert (m["credit/proposals"], m["credit/valid_proposals"], m["credit/dropped_proposals"]) == (1, 1, 1)
     assert judge_warning({"step": 1, **m}) == ""  # one request got through: no warning
@@ -219,7 +221,8 @@ def test_a_judge_failing_every_request_warns_then_stops(server, tiny_run_overrid
     for r in train:
         asked = r["credit/eligible_groups"] - r["credit/unprovable_groups"]
         assert asked > 0 and r["judge/errors/http_401"] == r["judge/errors"] == asked
-        assert r["credit/dropped_proposals"] == asked and r["judge/calls"] == 0
+        # every request sent is counted (401 is not retried: one per group asked), and each failed
+        assert r["credit/dropped_proposals"] == asked and r["judge/calls"] == r["judge/failed_calls"] == asked
         n = int(asked)
         assert f"judge: all {n} calls of step {r['step']} failed (http_401 x{n}); these groups trained as " \
                "plain GRPO" in out

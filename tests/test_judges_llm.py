@@ -163,7 +163,7 @@ def test_a_slow_answer_past_the_timeout_is_dropped(server, request_):
     server.push(slow(3.0, tool_reply(("submit_segment", VALID))))
     result = judge_for(server, timeout_s=0.5).propose(request_)
     assert result.proposal is None and "Timeout" in result.failure
-    assert result.usage.errors == 1 and result.usage.calls == 0 and len(server.requests) == 1  # not retried
+    assert result.usage.errors == 1 and result.usage.calls == result.usage.failed_calls == 1 and len(server.requests) == 1  # not retried
 
 
 def test_rate_limit_is_retried(server, request_):
@@ -177,7 +177,8 @@ def test_repeated_server_errors_drop_the_proposal(server, request_):
     server.push(status(500), status(502), status(503))
     result = judge_for(server, max_retries=2).propose(request_)
     assert result.proposal is None and "HTTP 503" in result.failure and "after 3 attempt(s)" in result.failure
-    assert len(server.requests) == 3 and result.usage.errors == 1 and result.usage.calls == 0
+    assert len(server.requests) == 3 and result.usage.errors == 1
+    assert result.usage.calls == result.usage.failed_calls == 1 and result.usage.retries == 2
 
 
 def test_the_research_cap_leaves_only_submit(server, request_):

@@ -180,6 +180,7 @@ class CriticSearch(CreditAssigner):
                 reply = ask(self.critic, messages, schema=labels_schema(len(traj.turns)))
             except ChatError:
                 usage.errors += 1
+                usage.calls, usage.failed_calls = usage.calls + 1, usage.failed_calls + 1  # sent, no reply
                 return None, usage
             count_reply(usage, reply)
             labels = read_labels(reply.text, len(traj.turns))

@@ -164,7 +164,8 @@ class ProVer(GRPO):
             "cost/judge_dollars": float(usage.dollars),
             "cost/judge_cached_dollars": float(usage.cached_dollars),  # what cached replies cost when first paid
             "judge/cached_calls": float(usage.cached_calls),
-            "judge/calls": float(usage.calls), "judge/errors": float(usage.errors),
+            "judge/calls": float(usage.calls), "judge/failed_calls": float(usage.failed_calls),
+            "judge/errors": float(usage.errors),
             "judge/repairs": float(usage.repairs), "judge/tool_calls": float(usage.tool_calls),
             **judge_metrics(usage),  # judge/retries, judge/errors/<kind>
         }

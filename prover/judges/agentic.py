@@ -287,6 +287,7 @@ class AgenticJudge(Judge):
                 reply = self._ask(request, messages, may_research)
             except ChatError as exc:
                 usage.count_error(exc.kind)
+                usage.calls, usage.failed_calls = usage.calls + 1, usage.failed_calls + 1  # sent, no reply
                 usage.retries += exc.attempts - 1
                 why = f"judge request failed ({exc.kind}): {exc}"
                 return JudgeResult(None, usage, failure=why, error=exc.kind, transcript=transcript)

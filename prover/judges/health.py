@@ -27,7 +27,7 @@ def judge_metrics(usage: JudgeUsage) -> dict[str, float]:
 
 def all_failed(usage: JudgeUsage) -> bool:
     """Every request failed: errors, and not one reply (paid or cached) came back."""
-    return usage.errors > 0 and usage.calls + usage.cached_calls == 0
+    return usage.errors > 0 and usage.calls - usage.failed_calls + usage.cached_calls == 0
 
 
 def kinds_text(errors_by_kind: dict[str, int | float]) -> str:
