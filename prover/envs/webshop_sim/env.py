@@ -24,10 +24,23 @@ reuses (see ``catalog``), with the pages, actions and reward unchanged. A tiny p
 it has never seen (it is several of its tokens, and it writes pieces of codes seen in training), so it
 scores 0 held out with ``"asin"``; an ``"item"`` code is one token it has met on other catalogs, the same
 token on the page and in the action.
+
+Pivotal turns (``pivotal_turns``, diagnostics only), pivot-sim's definition. With Q* the best achievable
+success (``won``: a purchase scoring exactly 1.0; not the graded score) under optimal play for the rest
+of the episode, computed exactly by ``truth.Oracle`` over (page, chosen options, steps left before
+``max_steps``; the rollout's own turn cap is not the env's and does not count), turn t is pivotal when
+
+    max_a Q*(s_t, a) != min_a Q*(s_t, a)   over the actions a the env accepts at s_t.
+
+``truth`` says how the infinitely many search queries reduce exactly to two. With slack in the step cap
+this marks the item-page turns where buy now would lose (the wrong product, or options not yet right);
+as the cap nears, any turn whose waste the cap cannot afford.
 """
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,9 +53,11 @@ from prover.envs.webshop_sim.expert import expert_action
 from prover.envs.webshop_sim.prompts import PRESETS
 from prover.envs.webshop_sim.rules import Rules
 from prover.envs.webshop_sim.search import BM25
+from prover.envs.webshop_sim.truth import Oracle
 from prover.errors import ConfigError, ContractError
 
 SPLITS = ("train", "test")
+ORACLE_CACHE = 256  # tasks whose solved values are kept
 
 
 @lru_cache(maxsize=512)  # one per catalog a worker touches; branching restores revisit them
@@ -101,6 +116,8 @@ class WebshopSimEnv(TextEnv):
         self.rules = Rules(option_match=option_match, type_nouns=type_nouns, pages=pages)
         self.agent_spec = PRESETS[prompt]
         self.catalog: Catalog | None = None
+        self._oracles: OrderedDict[str, Oracle] = OrderedDict()
+        self._private: WebshopSimEnv | None = None
 
     # -- the gym API -----------------------------------------------------------------------------
     def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
@@ -177,6 +194,41 @@ class WebshopSimEnv(TextEnv):
         None once the episode is over."""
         self._require_reset("expert_action")
         return expert_action(self.catalog, self.goal, self.page, self.opened)
+
+    # -- the ground truth (diagnostics only) -----------------------------------------------------------
+    def pivotal_turns(self, trajectory: Any) -> list[int]:
+        """The pivotal turns of ``trajectory`` (definition in the module docstring); ``self`` is untouched."""
+        oracle, states = self._replay(trajectory)
+        return [t for t, (page, left) in enumerate(states[:-1]) if oracle.is_pivotal(page, left)]
+
+    def value_trace(self, trajectory: Any) -> list[bool]:
+        """V* (can a 1.0 purchase still be made?) before each turn of ``trajectory`` and after its last one."""
+        oracle, states = self._replay(trajectory)
+        return [oracle.value(page, left) for page, left in states]
+
+    def _replay(self, trajectory: Any) -> tuple[Oracle, list[tuple[engine.Page, int]]]:
+        """The task's oracle and (page, steps left) before each turn and after the last, on a private env."""
+        split, _, seed = str(trajectory.task_id).partition("/")
+        if split not in SPLITS or not seed.lstrip("-").isdigit():
+            raise ContractError(f"webshop-sim: task_id {trajectory.task_id!r} is not 'split/seed'")
+        if self._private is None:  # a shallow copy: reset gives it its own state and replay record
+            self._private = copy.copy(self)
+        env = self._private
+        env.reset(seed=int(seed), options={"split": split})
+        states, over = [(env.page, env.max_steps)], False
+        for t, turn in enumerate(trajectory.turns):
+            if over:
+                raise ContractError(f"webshop-sim: trajectory {trajectory.traj_id!r} goes on after its episode "
+                                    f"ended (turn {t} of {len(trajectory.turns)}); is it from this env's knobs?")
+            _, _, terminated, truncated, _ = env.step(turn.action)
+            states.append((env.page, env.max_steps - env.steps))
+            over = terminated or truncated
+        oracle = self._oracles.get(env.task_id)
+        if oracle is None:
+            oracle = self._oracles[env.task_id] = Oracle(env.catalog, env.index, env.goal, env.rules)
+            if len(self._oracles) > ORACLE_CACHE:
+                self._oracles.popitem(last=False)
+        return oracle, states
 
     def _require_reset(self, what: str) -> None:
         if self.catalog is None:
