@@ -27,6 +27,11 @@ def _history(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def _built_models(folder: Path) -> list[str]:
+    """The model folders and the digest file; the build locks beside them (``.<name>.lock``) are not models."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock"))
+
+
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -64,12 +69,12 @@ def test_train_end_to_end(env_name, tiny_run_overrides, tmp_path):
 def test_unchanged_settings_reuse_the_built_models(tiny_run_overrides, tmp_path):
     cfg = load_config(None, tiny_run_overrides + ["steps=0"])
     Trainer(cfg).train()
-    models = sorted(p.name for p in (tmp_path / "run" / "models").iterdir())
+    models = _built_models(tmp_path / "run" / "models")
     Trainer(cfg).train()
-    assert sorted(p.name for p in (tmp_path / "run" / "models").iterdir()) == models
+    assert _built_models(tmp_path / "run" / "models") == models
     cfg2 = load_config(None, tiny_run_overrides + ["steps=0", "warmstart.random_action_share=0.5"])
     Trainer(cfg2).train()
-    after = sorted(p.name for p in (tmp_path / "run" / "models").iterdir())
+    after = _built_models(tmp_path / "run" / "models")
     assert len(after) == len(models) + 1, "a changed warm-start setting must not reuse the old warm start"
 
 
