@@ -223,14 +223,12 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; a bigger file is a
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping: plain YAML keeps the last silently,
-    so a second ``rollout:`` block would drop the first one's settings."""
+    """YAML's safe loader, refusing a key given twice in a mapping (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise ConfigError(f"key {key!r} is given twice (lines {seen[key]} and {line})")
             seen[key] = line
