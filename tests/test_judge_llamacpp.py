@@ -10,13 +10,15 @@ import json
 import pytest
 
 from openai_server import ScriptedServer, status, text_reply
-from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig, answer_schema
+from prover.judges.agentic import answer_schema
 from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
+from test_judges_llm import judge_for  # the same judge over the scripted server
 
 SUCCESS = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to sinkbasin 1",
            "clean mug 1 with sinkbasin 1", "put mug 1 in/on countertop 1"]
 FAILED = ["go to countertop 1", "go to countertop 1", "look"]
 VALID = {"traj_id": "s", "start_turn": 1, "end_turn": 2, "rationale": "opens the cabinet the failed runs skip"}
+
 # what llama.cpp's server answers a response_format of type json_schema (HTTP 500)
 REFUSAL = ("1 validation error for ResponseFormat\ntype\n  Input should be 'text' or 'json_object' "
            "[type=literal_error, input_value='json_schema', input_type=str]")
@@ -40,11 +42,6 @@ def server():
     pytest.importorskip("litellm")
     with ScriptedServer() as srv:
         yield srv
-
-
-def judge_for(server: ScriptedServer, **overrides) -> LiteLLMJudge:
-    fields = dict(model="openai/test-judge", api_base=server.url, backoff_s=0.01, timeout_s=10.0, cache=False)
-    return LiteLLMJudge(LiteLLMJudgeConfig(**{**fields, **overrides}))
 
 
 def formats(server: ScriptedServer) -> list[dict | None]:
