@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from prover.errors import ConfigError, ContractError, validation_line
+from prover.yaml_files import read_yaml
 
 
 class Section(BaseModel):
@@ -64,6 +65,10 @@ class RolloutConfig(Section):
     history_window: int | None = Field(None, ge=0, description="(observation, action) pairs shown in each prompt; "
                                                                "None keeps the env's own (verl-agent: 2).")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="How rollouts sample.")
+    max_prompt_tokens: int | None = Field(None, ge=32, description="Most tokens of a turn's prompt; null: the "
+                                          "model's positions less sampling.max_new_tokens. Past it the oldest "
+                                          "history entries go first, then the observation's end (marked); a "
+                                          "prompt that still cannot fit ends its episode as an env error.")
     max_env_error_share: float = Field(0.25, ge=0.0, le=1.0, description="An episode whose env raises or breaks "
                                        "its contract ends as failed (rollout/env_errors); past this share of a "
                                        "step's episodes the run stops with one line.")
@@ -120,8 +125,7 @@ class LearnerConfig(Section):
                                      "steps in a row with one, the run stops with one line.")
 
 
-TINY_WARMSTART_LR = 1e-3
-PRETRAINED_WARMSTART_LR = 1e-5
+TINY_WARMSTART_LR, PRETRAINED_WARMSTART_LR = 1e-3, 1e-5
 
 
 class WarmStartConfig(Section):
@@ -143,9 +147,8 @@ class WarmStartConfig(Section):
 
 def warmstart_lr(warmstart: WarmStartConfig, model_path: str) -> float:
     """The warm start's learning rate: as set, else the default for a tiny model or a checkpoint."""
-    if warmstart.lr is not None:
-        return warmstart.lr
-    return TINY_WARMSTART_LR if model_path == "tiny" else PRETRAINED_WARMSTART_LR
+    default = TINY_WARMSTART_LR if model_path == "tiny" else PRETRAINED_WARMSTART_LR
+    return default if warmstart.lr is None else warmstart.lr
 
 
 class EvalConfig(Section):
@@ -219,39 +222,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; a bigger file is a mistake, refused before it is read
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in a mapping (plain YAML keeps the last one silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise ConfigError(f"key {key!r} is given twice (lines {seen[key]} and {line})")
-            seen[key] = line
-        return super().construct_mapping(node, deep)
-
-
-def _read_yaml(p: Path, what: str) -> Any:
-    size = p.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{what} {str(p)!r} has {size} bytes; a config file may have at most "
-                          f"{MAX_CONFIG_BYTES} (1 MiB)")
-    try:
-        return yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start})") from exc
-    except ConfigError as exc:
-        raise ConfigError(f"{what} {str(p)!r}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{line}") from exc
-
-
 def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
               what: str = "config file") -> dict:
     """A YAML file (optional; ``what`` names it in errors) with dotted overrides applied, unchecked: the one
@@ -261,7 +231,7 @@ def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = 
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"{what} {str(p)!r} does not exist")
-        tree = _read_yaml(p, what) or {}
+        tree = read_yaml(p, what) or {}
         if not isinstance(tree, dict):
             raise ConfigError(f"{what} {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
     for text in overrides:
@@ -352,10 +322,10 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     method.validate_config(cfg)
     if cfg.judge.name is not None:
         JUDGES.get(cfg.judge.name).validate_config(cfg)
-    if cfg.model.path != "tiny":
-        from prover.modeling import check_model_dir
+    from prover.modeling import model_positions  # a model folder: one that exists, with a config.json
+    from prover.rollout import prompt_budget
 
-        check_model_dir(cfg.model.path)
+    prompt_budget(cfg.rollout.max_prompt_tokens, cfg.rollout.sampling.max_new_tokens, model_positions(cfg.model.path))
 
 
 PLUGIN_SECTIONS = {"env": ("envs", "env.kwargs"), "engine": ("engines", "engine.kwargs"),

@@ -51,6 +51,27 @@ def check_model_dir(path: str | Path) -> Path:
     return p
 
 
+TINY_POSITIONS = 4096  # max_position_embeddings of the tiny policy (prover/policy/tiny.py)
+
+
+def model_positions(path: str | Path) -> int | None:
+    """The positions of a policy (``model.path``: ``tiny`` or a checkpoint folder): its config's
+    ``max_position_embeddings``, or its ``text_config``'s for a multimodal checkpoint; None when unstated."""
+    if str(path) == "tiny":
+        return TINY_POSITIONS
+    import json
+
+    try:
+        conf = json.loads((check_model_dir(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"config.json in {str(path)!r} does not read: {exc}") from exc
+    for part in (conf, conf.get("text_config") if isinstance(conf, dict) else None):
+        n = part.get("max_position_embeddings") if isinstance(part, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
+    return None
+
+
 def load_tokenizer(path: str | Path) -> Any:
     from transformers import AutoTokenizer
 

@@ -4,6 +4,13 @@ Each turn's prompt is the task plus the last few (observation, action) pairs, re
 ``AgentSpec`` and encoded once through the tokenizer's chat template; the ids the engine saw and
 produced are what the ``Turn`` keeps (nothing is re-tokenized later). Groups share a task seed, so
 their G episodes start from the same state.
+
+Every prompt fits a budget (``prompt_budget``: ``rollout.max_prompt_tokens``, else the model's positions
+less ``max_new_tokens``). The policy, in ``fit_prompt``: the oldest history entries are dropped first,
+then the observation's end is cut, the cut marked in the text; a prompt that still cannot fit ends its
+episode as an env error naming the sizes. Text entering the rollout (observations, the task) is first cut
+to ``CHARS_PER_TOKEN`` characters per budget token, so a huge observation costs neither memory nor
+tokenizer time. All of it is deterministic, so a branch replaying turn t sees the prompt turn t saw.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
-from prover.errors import EnvFaultError, ProverError
+from prover.errors import ConfigError, EnvFaultError, ProverError
 from prover.seeding import derive_seed
 from prover.types import Batch, Generation, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
@@ -35,6 +42,66 @@ def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None) ->
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
         ids = ids["input_ids"]
     return list(ids)
+
+
+MIN_PROMPT_TOKENS = 32  # below this no template of ours holds a task and an observation
+CHARS_PER_TOKEN = 8  # tokenizers average 3-5 characters per token on text; more than this cannot be shown
+
+
+def prompt_budget(max_prompt_tokens: int | None, max_new_tokens: int, positions: int | None) -> int | None:
+    """Most prompt tokens per turn: ``rollout.max_prompt_tokens``, else the model's ``positions`` less
+    ``max_new_tokens`` (None: no bound is known). ConfigError when prompt and completion cannot both fit."""
+    if positions is None:
+        return max_prompt_tokens
+    if max_prompt_tokens is None:
+        if positions - max_new_tokens < MIN_PROMPT_TOKENS:
+            raise ConfigError(f"rollout.sampling.max_new_tokens={max_new_tokens} leaves no room for a prompt in "
+                              f"the model's {positions} positions (a prompt needs {MIN_PROMPT_TOKENS}); lower it")
+        return positions - max_new_tokens
+    if max_prompt_tokens + max_new_tokens > positions:
+        raise ConfigError(f"rollout.max_prompt_tokens={max_prompt_tokens} plus rollout.sampling.max_new_tokens="
+                          f"{max_new_tokens} is {max_prompt_tokens + max_new_tokens} tokens, more than the model's "
+                          f"{positions} positions; lower one of them")
+    return max_prompt_tokens
+
+
+def cut_text(text: str, keep: int) -> str:
+    """The first ``keep`` characters of ``text`` and a mark saying how much was cut."""
+    return f"{text[:keep]} [... cut to fit the prompt: {keep} of {len(text)} characters shown]"
+
+
+def bounded_text(text: str, budget: int | None) -> str:
+    """``text`` cut to ``CHARS_PER_TOKEN`` characters per budget token, where it enters the rollout."""
+    limit = None if budget is None else CHARS_PER_TOKEN * budget
+    return text if limit is None or len(text) <= limit else cut_text(text, limit)
+
+
+def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str] | None,
+               history: list[tuple[str, str]], step: int, budget: int | None,
+               chat_kwargs: dict | None = None) -> tuple[list[int] | None, str]:
+    """The prompt ids of one turn within ``budget`` tokens and '', or (None, why none fits): the spec's
+    window, then fewer history entries (oldest out first), then none and the observation's end cut."""
+    def encode(window: int, observation: str) -> list[int]:
+        shown = spec if window == spec.history_window else dataclasses.replace(spec, history_window=window)
+        return encode_prompt(tok, shown.render(task, observation, actions, history, step), chat_kwargs)
+
+    ids = encode(spec.history_window, obs)
+    if budget is None or len(ids) <= budget:
+        return ids, ""
+    for window in range(min(spec.history_window, len(history)) - 1, -1, -1):
+        if len(ids := encode(window, obs)) <= budget:
+            return ids, ""
+    bare = len(encode(0, cut_text("", 0)))
+    room, obs_ids = budget - bare, tok.encode(obs, add_special_tokens=False)
+    for _ in range(4):  # a cut can merge tokens differently at its edge: shrink by the overshoot
+        if room <= 0:
+            break
+        if len(ids := encode(0, cut_text(obs, len(tok.decode(obs_ids[:room]))))) <= budget:
+            return ids, ""
+        room -= len(ids) - budget
+    return None, (f"the prompt cannot fit rollout.max_prompt_tokens={budget}: {bare} tokens with no history and "
+                  f"no observation ({len(task)}-character task, {len(actions or [])} admissible actions; the "
+                  f"observation has {len(obs)} characters)")
 
 
 def encode_completion(tokenizer: Any, text: str) -> list[int]:
@@ -117,13 +184,14 @@ class Rollout:
 
     def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
                  sampling: SamplingParams, history_window: int | None = None,
-                 chat_kwargs: dict | None = None) -> None:
+                 chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None) -> None:
         self.make_env = make_env
         self.engine = engine
         self.max_turns = max_turns
         self.sampling = sampling
         self.history_window = history_window
         self.chat_kwargs = chat_kwargs or {}
+        self.max_prompt_tokens = max_prompt_tokens  # prompt_budget's answer; None: unbounded
         self._pool: list[TextEnv] = []
 
     def _envs(self, n: int) -> list[TextEnv]:
@@ -150,7 +218,9 @@ class Rollout:
                 obs, info, problem = "", {}, one_line(exc)
             if problem:
                 obs, info = (obs if isinstance(obs, str) else ""), (info if isinstance(info, dict) else {})
-            traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=str(info.get("task", obs)),
+            task = bounded_text(str(info.get("task", obs)), self.max_prompt_tokens)
+            obs = bounded_text(obs, self.max_prompt_tokens)
+            traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=task,
                               gold=env.gold() if not problem else "", env_error=problem)
             episodes.append(_Episode(env, traj, obs, info, done=bool(problem)))
         self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
@@ -200,6 +270,22 @@ class Rollout:
                                   "that branches must set needs_snapshots = True")
         return turn.observation, turn.admissible, turn.snapshot
 
+    def _prompts(self, live: list[_Episode]) -> tuple[list[_Episode], list[AgentSpec], list[list[int]]]:
+        """The live episodes whose prompt fits the budget, their specs and prompts; the others end here
+        as env errors, saying why."""
+        kept: tuple[list, list, list] = ([], [], [])
+        for e in live:
+            spec = agent_spec_for(e.env, self.history_window)
+            prompt, problem = fit_prompt(self.engine.tokenizer, spec, e.traj.task_text, e.obs,
+                                         e.info.get("admissible_actions"), e.history, len(e.history),
+                                         self.max_prompt_tokens, self.chat_kwargs)
+            if prompt is None:
+                e.done, e.traj.env_error = True, problem
+                continue
+            for part, item in zip(kept, (e, spec, prompt)):
+                part.append(item)
+        return kept
+
     def _play(self, episodes: list[_Episode], seed: int, record_snapshots: bool, sampling: SamplingParams,
               on_turn: Callable[[int, int], None] | None) -> None:
         tok = self.engine.tokenizer
@@ -209,11 +295,8 @@ class Rollout:
             live = [e for e in episodes if not e.done and len(e.history) < min(e.limit, self.max_turns)]
             if not live:
                 break
-            specs = [agent_spec_for(e.env, self.history_window) for e in live]
-            prompts = [encode_prompt(tok, spec.render(e.traj.task_text, e.obs, e.info.get("admissible_actions"),
-                                                      e.history, len(e.history)), self.chat_kwargs)
-                       for spec, e in zip(specs, live)]
-            gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn"))
+            live, specs, prompts = self._prompts(live)
+            gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn")) if live else []
             for spec, e, prompt, gen in zip(specs, live, prompts, gens):
                 completion_ids, logprobs, text = completion_of(tok, gen, spec.stop)
                 parsed = spec.parse(text)
@@ -231,13 +314,18 @@ class Rollout:
                     reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history),
                     admissible=tuple(e.info.get("admissible_actions") or ())))
                 e.history.append((e.obs, parsed.action))
-                e.obs, e.info = obs, info
+                e.obs, e.info = bounded_text(obs, self.max_prompt_tokens), info
                 if term or trunc:
                     e.done = True
                     e.traj.won = bool(info.get("won", False))
                     e.traj.truncated = bool(trunc and not term)
             if on_turn is not None:
                 on_turn(turn, len(live))
+        self._stop(episodes, record_snapshots)
+
+    def _stop(self, episodes: list[_Episode], record_snapshots: bool) -> None:
+        """Mark the episodes still running: truncated at the turn cap, or resumable where a bounded
+        continuation stopped."""
         for e in episodes:
             if e.done:
                 continue

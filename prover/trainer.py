@@ -26,7 +26,7 @@ from prover.errors import NonFiniteError
 from prover.judges import make_judge
 from prover.preflight import preflight
 from prover.progress import Reporter
-from prover.rollout import Rollout, check_env_errors
+from prover.rollout import Rollout, check_env_errors, prompt_budget
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
@@ -74,9 +74,11 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
 def build_rollout(cfg: TrainConfig, engine: Engine, make_env_fn: Any) -> Rollout:
     """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
     s = cfg.rollout.sampling
+    budget = prompt_budget(cfg.rollout.max_prompt_tokens, s.max_new_tokens, engine.context_length)
     return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
                    sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
-                   history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs)
+                   history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs,
+                   max_prompt_tokens=budget)
 
 
 def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ranks | None = None,

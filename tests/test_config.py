@@ -153,10 +153,10 @@ def test_a_key_given_twice_is_an_error_naming_it_and_its_lines(tmp_path, text, k
 
 
 def test_a_config_over_the_size_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import prover.config as config
+    import prover.yaml_files as yaml_files
 
     path = tmp_path / "huge.yaml"
-    path.write_text("seed: 1\n" + "# padding\n" * (config.MAX_CONFIG_BYTES // 10))
+    path.write_text("seed: 1\n" + "# padding\n" * (yaml_files.MAX_CONFIG_BYTES // 10))
     monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("a file over the bound was read"))
     msg = config_error(path=path)
     assert f"has {path.stat().st_size} bytes; a config file may have at most {1 << 20} (1 MiB)" in msg

@@ -69,6 +69,7 @@ def test_warmstart_lr_counts_by_the_value_it_trains_with(tmp_path):
     checkpoint = f"model.path={_model_folder(tmp_path / 'm')}"
     assert key(checkpoint) == key(checkpoint, "warmstart.lr=1e-5") != key(checkpoint, "warmstart.lr=0.001")
     assert key("seed=1") != key()  # the expert episodes and the SFT's shuffling follow the seed
+    assert key("rollout.max_prompt_tokens=300") != key()  # the cloned prompts are bounded by it
 
 
 def _prepare(run_dir: Path) -> Path:

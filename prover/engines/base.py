@@ -36,6 +36,7 @@ class Engine(Configurable):
     derived from the constructor's keyword arguments, less ``RUN_ARGS``)."""
 
     tokenizer: Any
+    context_length: int | None = None  # the model's positions, when known: the rollout bounds prompts by it
     name: ClassVar[str] = ""  # how config errors name the engine; the class name when empty
     # set by the run from model.path / model.dtype, never through engine.kwargs
     RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.dtype"}

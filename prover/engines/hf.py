@@ -15,7 +15,7 @@ import torch
 
 from prover.engines.base import Engine
 from prover.errors import CapabilityError
-from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer, stop_ids
+from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer, model_positions, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 
@@ -31,6 +31,7 @@ class HFEngine(Engine):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
         self.model = load_model(model_path, dtype, self.device).eval()
+        self.context_length = model_positions(model_path)
         self.batch_size = batch_size
         self.stop_ids = stop_ids(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id

@@ -42,7 +42,7 @@ from prover.engines.base import Engine
 from prover.engines.sglang_http import ServerClient, api_key_from_env, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
 from prover.errors import EngineError
-from prover.modeling import load_tokenizer, stop_ids
+from prover.modeling import load_tokenizer, model_positions, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 
@@ -217,6 +217,7 @@ class SGLangEngine(Engine):
         are loaded into the servers); ``dtype`` is unused, each server keeps its own ``--dtype``."""
         self.config = cfg = self.validate_kwargs(kwargs)
         self.tokenizer = load_tokenizer(model_path)
+        self.context_length = model_positions(model_path)
         self.stop_ids = stop_ids(self.tokenizer)
         key = api_key_from_env()  # the servers' --api-key, from the environment only: never in a config
         self.servers = [ServerClient(u, cfg.timeout_s, cfg.retries, cfg.retry_backoff_s, key) for u in cfg.urls]

@@ -72,7 +72,9 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
     ws = cfg.warmstart.model_copy(update={"lr": warmstart_lr(cfg.warmstart, cfg.model.path)})
     return settings_key(base_digest, ws, cfg.seed, cfg.model.chat_template_kwargs, cfg.model.dtype,
                         cfg.learner.micro_batch_rows, cfg.learner.grad_clip, cfg.rollout.max_turns,
-                        cfg.rollout.history_window)
+                        cfg.rollout.history_window,
+                        # only when set, so that the warm starts built before the bound existed keep their names
+                        *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []))
 
 
 def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
@@ -113,7 +115,9 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
                report: Reporter) -> dict[str, float]:
     """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
     from prover.learner import Learner
+    from prover.modeling import model_positions
     from prover.policy.warmstart import expert_rows
+    from prover.rollout import prompt_budget
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
@@ -121,7 +125,9 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
     with report.task(f"warm start: {ws.episodes} expert episodes", total=ws.episodes) as tick:
         rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                            seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
-                           chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick)
+                           chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick,
+                           max_prompt_tokens=prompt_budget(cfg.rollout.max_prompt_tokens,
+                                                           cfg.rollout.sampling.max_new_tokens, model_positions(base)))
     n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)
     with report.task(f"warm start: {len(rows)} turns x {ws.epochs} epochs", total=n_batches) as tick:
         stats = learner.sft(rows, ws.epochs, ws.batch_rows, prompt_weight=ws.prompt_loss_weight, on_batch=tick)

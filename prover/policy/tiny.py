@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prover.envs.base import TextEnv
+from prover.modeling import TINY_POSITIONS
 
 ENTITY_PIECES = r" ?[A-Za-z]+ [0-9]+| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+"
 PAD, BOS, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -27,8 +28,9 @@ CHAT_TEMPLATE = (
 def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
                history_window: int | None = None) -> Iterator[str]:
     """Prompts and completions of episodes that mix expert and random actions, on the train split, played
-    on the env's ``corpus_env()`` when it names a faster one with the same text."""
-    from prover.rollout import agent_spec_for
+    on the env's ``corpus_env()`` when it names a faster one with the same text. Text is cut as the
+    rollout cuts it (``bounded_text`` at the tiny model's positions), so a huge observation stays small."""
+    from prover.rollout import agent_spec_for, bounded_text
 
     rng = random.Random(seed)
     env = make_env()
@@ -36,7 +38,8 @@ def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
     spec = agent_spec_for(env, history_window)
     for ep in range(n_episodes):
         obs, info = env.reset(seed=seed * 100_003 + ep, options={"split": "train"})
-        task, history = info.get("task", obs), []
+        task, history = bounded_text(str(info.get("task", obs)), TINY_POSITIONS), []
+        obs = bounded_text(obs, TINY_POSITIONS)
         for step in range(60):
             actions = list(info.get("admissible_actions") or [])
             yield spec.render(task, obs, actions, history, step)
@@ -46,6 +49,7 @@ def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
             yield spec.format_action(action)
             history.append((obs, action))
             obs, _, term, trunc, info = env.step(action)
+            obs = bounded_text(obs, TINY_POSITIONS)
             if term or trunc:
                 break
 
@@ -88,7 +92,7 @@ def build_tiny_policy(make_env: Callable[[], TextEnv], out_dir: str | Path, *, v
     config = AutoConfig.for_model(
         "qwen3", vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=max(1, num_heads // 2),
-        head_dim=head_dim, max_position_embeddings=4096, tie_word_embeddings=True,
+        head_dim=head_dim, max_position_embeddings=TINY_POSITIONS, tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(seed)

@@ -14,12 +14,12 @@ from typing import Any
 
 from prover.envs.base import TextEnv
 from prover.errors import CapabilityError
-from prover.rollout import agent_spec_for, encode_completion, encode_prompt
+from prover.rollout import agent_spec_for, bounded_text, encode_completion, fit_prompt
 
 
 def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: int, random_share: float,
                 seed: int, max_turns: int, history_window: int | None = None,
-                chat_kwargs: dict | None = None,
+                chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None,
                 on_episode: Callable[[], None] | None = None) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, completion ids) for every turn of noisy-expert episodes on the train split;
     ``on_episode`` is called after each episode (progress: a real engine takes seconds per episode).
@@ -33,7 +33,8 @@ def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: in
     rows = []
     for ep in range(episodes):
         obs, info = env.reset(seed=10_000_000 + seed * 100_003 + ep, options={"split": "train"})
-        task, history = info.get("task", obs), []
+        task, history = bounded_text(str(info.get("task", obs)), max_prompt_tokens), []
+        obs = bounded_text(obs, max_prompt_tokens)
         for step in range(max_turns):
             expert = env.expert_action()
             if expert is None:
@@ -41,11 +42,13 @@ def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: in
                                       "turn the warm start off with warmstart.enabled=false")
             actions = [a for a in (info.get("admissible_actions") or []) if a not in spec.hidden_actions]
             action = rng.choice(actions) if actions and rng.random() < random_share else expert
-            prompt = encode_prompt(tokenizer, spec.render(task, obs, info.get("admissible_actions"), history, step),
-                                   chat_kwargs)
-            rows.append((prompt, encode_completion(tokenizer, spec.format_action(action))))
+            prompt, _ = fit_prompt(tokenizer, spec, task, obs, info.get("admissible_actions"), history, step,
+                                   max_prompt_tokens, chat_kwargs)
+            if prompt is not None:  # bounded as the rollout bounds it; a turn that cannot fit is not cloned
+                rows.append((prompt, encode_completion(tokenizer, spec.format_action(action))))
             history.append((obs, action))
             obs, _, term, trunc, info = env.step(action)
+            obs = bounded_text(obs, max_prompt_tokens)
             if term or trunc:
                 break
         if on_episode is not None:
