@@ -1,5 +1,5 @@
-"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf``. Errors print as
-one line, never a traceback."""
+"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge``.
+Errors print as one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -239,12 +239,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from prover.bench.command import add_parser as add_bench_parser
     from prover.checkpoint_state import add_parser as add_convert_checkpoint_parser
     from prover.judges.gguf_convert import add_parser as add_convert_parser
+    from prover.judges.serve_judge import add_parser as add_serve_judge_parser
     from prover.view import add_parser as add_view_parser
 
     add_bench_parser(sub)
     add_view_parser(sub)
     add_convert_parser(sub)
     add_convert_checkpoint_parser(sub)
+    add_serve_judge_parser(sub)
     from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
 
     add_new_parser(sub)
