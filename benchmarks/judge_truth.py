@@ -9,6 +9,10 @@ hit rate of a random one-turn segment.
 
     python benchmarks/judge_truth.py                          # the settings of benchmarks/judge_truth.yaml
     python benchmarks/judge_truth.py --sets tuning --paths    # the tuning rows only, text-contrast by rule path
+    # LLM judges served on 127.0.0.1 (`prover serve-judge`), both modes, on the first 4 judged groups per seed,
+    # the free judges scored on the same groups
+    python benchmarks/judge_truth.py --sets defaults webshop --groups 4 \
+        --llm qwen=openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1
 
 The settings (which seeds tune and which report, which env configurations are held out) are fixed in
 ``judge_truth.yaml`` before the held-out rows are looked at. CIs are Wilson intervals on pooled proposals
@@ -22,6 +26,7 @@ import argparse
 import math
 import random
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -74,32 +79,65 @@ def judged_groups(env_kwargs: dict, seed: int, tasks: int, group_size: int, rand
             yield group, next(j for j, t in enumerate(trajs) if t.won), env
 
 
-def score(config: dict, seeds: list[int], judges: list[str]) -> dict:
-    """Per judge: hits, proposals, segment turns, and per rule path and per seed counts."""
-    out = {name: {"hits": 0, "n": 0, "turns": 0, "asked": 0, "paths": {}, "seeds": {}} for name in judges}
+def llm_judges(specs: list[str]) -> dict:
+    """``label=model@api_base`` -> the litellm judge in tools mode and in answer-only mode (structured)."""
+    from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
+
+    out = {}
+    for spec in specs:
+        label, _, rest = spec.partition("=")
+        model, _, base = rest.partition("@")
+        common = dict(model=model, api_base=base, timeout_s=600.0, cache=False, concurrency=1, max_tokens=256)
+        out[f"{label} tools"] = lambda c=common: LiteLLMJudge(LiteLLMJudgeConfig(**c, mode="agentic"))
+        out[f"{label} answer-only"] = lambda c=common: LiteLLMJudge(
+            LiteLLMJudgeConfig(**c, mode="answer-only", structured=True))
+    return out
+
+
+def new_row() -> dict:
+    return {"hits": 0, "n": 0, "turns": 0, "asked": 0, "paths": {}, "seeds": {}, "precision": 0.0, "recall": 0.0,
+            "seconds": 0.0, "calls": 0}
+
+
+def count(row: dict, result, pivotal: set[int], seed: int, seconds: float) -> None:
+    """One judge's answer to one request, into its row."""
+    row["asked"] += 1
+    row["seconds"] += seconds
+    row["calls"] += result.usage.calls
+    if result.proposal is None:
+        return
+    seg = result.proposal.segment
+    turns = set(range(seg.start_turn, seg.end_turn + 1))
+    hit = segment_hits(pivotal, seg.start_turn, seg.end_turn)
+    path = result.proposal.rationale.split(":", 1)[0]
+    row["hits"] += hit
+    row["n"] += 1
+    row["turns"] += len(turns)
+    row["precision"] += len(turns & pivotal) / len(turns)  # the share of the segment that is pivotal
+    row["recall"] += len(turns & pivotal) / max(1, len(pivotal))  # the share of the pivotal turns it holds
+    for key, bucket in (("paths", path), ("seeds", seed)):
+        h, n = row[key].get(bucket, (0, 0))
+        row[key][bucket] = (h + hit, n + 1)
+
+
+def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | None = None) -> dict:
+    """Per judge: hits, proposals, segment turns, precision, recall, seconds, and per path and seed counts;
+    with ``max_groups``, on the first that many judged groups of each seed."""
+    out = {name: new_row() for name in judges}
     share = []
     for seed in seeds:
-        for group, target, env in judged_groups(config.get("env_kwargs", {}), seed, config["tasks"],
-                                                config["group_size"], config["random_share"]):
-            pivotal = env.pivotal_turns(group.trajectories[target])
+        groups = judged_groups(config.get("env_kwargs", {}), seed, config["tasks"], config["group_size"],
+                               config["random_share"])
+        for k, (group, target, env) in enumerate(groups):
+            if max_groups is not None and k >= max_groups:
+                break
+            pivotal = set(env.pivotal_turns(group.trajectories[target]))
             share.append(len(pivotal) / len(group.trajectories[target].turns))
             request = JudgeRequest(group, target, max_turns=config.get("max_turns", 4), seed=seed)
             for name in judges:
-                row = out[name]
-                row["asked"] += 1
+                start = time.perf_counter()
                 result = JUDGES[name]().propose(request)
-                if result.proposal is None:
-                    continue
-                seg = result.proposal.segment
-                hit = segment_hits(pivotal, seg.start_turn, seg.end_turn)
-                path = result.proposal.rationale.split(":", 1)[0]
-                row["hits"] += hit
-                row["n"] += 1
-                row["turns"] += seg.end_turn - seg.start_turn + 1
-                h, n = row["paths"].get(path, (0, 0))
-                row["paths"][path] = (h + hit, n + 1)
-                h, n = row["seeds"].get(seed, (0, 0))
-                row["seeds"][seed] = (h + hit, n + 1)
+                count(out[name], result, pivotal, seed, time.perf_counter() - start)
     return {"rows": out, "pivotal_share": sum(share) / max(1, len(share)), "groups": len(share)}
 
 
@@ -115,14 +153,17 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
     lines = [f"### {name}: {config.get('note', '')}", "",
              f"{result['groups']} judged groups; pivotal share {100 * result['pivotal_share']:.1f}%", "",
-             "| judge | proposals | mean len. | hit rate [95% Wilson] | per-seed hit rates |",
-             "|---|---|---|---|---|"]
+             "| judge | proposals | mean len. | hit rate [95% Wilson] | precision | recall | s per call "
+             "| per-seed hit rates |", "|---|---|---|---|---|---|---|---|"]
     for judge, row in result["rows"].items():
-        n = row["n"]
+        n, calls = row["n"], row["calls"]
         lo, hi = wilson(row["hits"], n)
         per_seed = ", ".join(f"{100 * h / k:.0f}" for h, k in row["seeds"].values() if k)
+        per_call = f"{row['seconds'] / calls:.1f}" if calls else "-"
         lines.append(f"| {judge} | {n} of {row['asked']} | {row['turns'] / max(1, n):.2f} | "
-                     f"{100 * row['hits'] / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {per_seed} |")
+                     f"{100 * row['hits'] / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | "
+                     f"{100 * row['precision'] / max(1, n):.1f}% | {100 * row['recall'] / max(1, n):.1f}% | "
+                     f"{per_call} | {per_seed} |")
         if (show_paths and len(row["paths"]) > 1) or (show_paths and judge.startswith("text")):
             for path, (h, k) in sorted(row["paths"].items()):
                 lines.append(f"| ↳ {path} | {k} | | {100 * h / max(1, k):.1f}% ({h}/{k}) | |")
@@ -135,15 +176,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", nargs="*", default=None, help="which settings of the file (default: all)")
     parser.add_argument("--paths", action="store_true", help="split each judge's hits by its rule path")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables to this markdown file")
+    parser.add_argument("--groups", type=int, default=None, help="only the first N judged groups of each seed")
+    parser.add_argument("--llm", nargs="*", default=[], metavar="LABEL=MODEL@API_BASE",
+                        help="also an LLM judge served there (litellm), in tools and in answer-only mode")
     args = parser.parse_args(argv)
     spec = yaml.safe_load(args.config.read_text())
-    judges = spec["judges"]
+    JUDGES.update(llm_judges(args.llm))
+    judges = spec["judges"] + [name for name in JUDGES if name not in spec["judges"]]
     chunks = []
     for name, config in spec["settings"].items():
         if args.sets and name not in args.sets:
             continue
         config = {**spec["defaults"], **config}
-        chunk = table(name, config, score(config, config["seeds"], judges), args.paths)
+        chunk = table(name, config, score(config, config["seeds"], judges, args.groups), args.paths)
         print(chunk, flush=True)
         chunks.append(chunk)
     if args.out:

