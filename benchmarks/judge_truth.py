@@ -12,7 +12,8 @@ hit rate of a random one-turn segment.
     # LLM judges served on 127.0.0.1 (`prover serve-judge`), both modes, on the first 4 judged groups per seed,
     # the free judges scored on the same groups
     python benchmarks/judge_truth.py --sets defaults webshop --groups 4 \
-        --llm qwen=openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1
+        --llm qwen=openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1 \
+        --local smollm2=$HOME/.cache/prover/models/smollm2-135m-instruct
 
 The settings (which seeds tune and which report, which env configurations are held out) are fixed in
 ``judge_truth.yaml`` before the held-out rows are looked at. CIs are Wilson intervals on pooled proposals
@@ -79,11 +80,18 @@ def judged_groups(env_kwargs: dict, seed: int, tasks: int, group_size: int, rand
             yield group, next(j for j, t in enumerate(trajs) if t.won), env
 
 
-def llm_judges(specs: list[str]) -> dict:
-    """``label=model@api_base`` -> the litellm judge in tools mode and in answer-only mode (structured)."""
-    from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
+def llm_judges(specs: list[str], local: list[str]) -> dict:
+    """``label=model@api_base`` -> the litellm judge in tools mode and in answer-only mode (structured);
+    ``label=folder`` -> the local judge on that checkpoint in answer-only mode (structured, xgrammar)."""
+    from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig, LocalJudge, LocalJudgeConfig
 
     out = {}
+    for spec in local:
+        label, _, folder = spec.partition("=")
+        settings = LocalJudgeConfig(model_path=folder, mode="answer-only", structured=True, dtype="float32",
+                                    max_new_tokens=256)
+        judge = LocalJudge(settings)  # one model, loaded at the first request and kept
+        out[f"{label} local answer-only"] = lambda j=judge: j
     for spec in specs:
         label, _, rest = spec.partition("=")
         model, _, base = rest.partition("@")
@@ -179,9 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=None, help="only the first N judged groups of each seed")
     parser.add_argument("--llm", nargs="*", default=[], metavar="LABEL=MODEL@API_BASE",
                         help="also an LLM judge served there (litellm), in tools and in answer-only mode")
+    parser.add_argument("--local", nargs="*", default=[], metavar="LABEL=FOLDER",
+                        help="also the local judge on that checkpoint folder, answer-only and structured")
     args = parser.parse_args(argv)
     spec = yaml.safe_load(args.config.read_text())
-    JUDGES.update(llm_judges(args.llm))
+    JUDGES.update(llm_judges(args.llm, args.local))
     judges = spec["judges"] + [name for name in JUDGES if name not in spec["judges"]]
     chunks = []
     for name, config in spec["settings"].items():

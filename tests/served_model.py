@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+ACCESS_LINE = re.compile(r'"POST /v1/chat/completions HTTP/1\.[01]" \d{3}')
 
 
 def free_port() -> int:
@@ -63,8 +66,9 @@ class ServedModel:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
 
     def completions_served(self) -> int:
-        """POSTs to /v1/chat/completions the server logged (uvicorn's access lines)."""
-        return self.log.read_text(errors="replace").count("POST /v1/chat/completions")
+        """POSTs to /v1/chat/completions the server answered: uvicorn's access lines, with their status
+        (an error dump that quotes the request line is not one)."""
+        return len(ACCESS_LINE.findall(self.log.read_text(errors="replace")))
 
 
 def transformers_serve(folder: Path, log: Path) -> ServedModel:

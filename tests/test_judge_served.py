@@ -71,7 +71,9 @@ def check_plumbing(result, req: JudgeRequest, served: int) -> None:
     else:
         assert NAMED_FAILURE.match(result.failure), result.failure
     usage = result.usage
-    assert usage.calls == served >= 1  # every request the server logged is counted, and nothing else
+    # every request the server logged is counted, and nothing else: a call, or a retry of one (JudgeUsage:
+    # a refused json_schema resent as json_object is a retry)
+    assert usage.calls + usage.retries == served >= 1
     assert usage.failed_calls == 0  # the server answered every request
     # what went wrong is named by kind: answers the parser could not read, or empty ones
     assert set(usage.errors_by_kind) <= {"unreadable", "empty"} and usage.errors == sum(usage.errors_by_kind.values())
