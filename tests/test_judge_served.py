@@ -58,8 +58,10 @@ def server(tmp_path_factory):
 def judge_on(server, **overrides):
     from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 
-    fields = dict(model=f"openai/{server.model}", api_base=server.api_base, timeout_s=240.0, cache=False,
-                  max_tokens=120, max_tool_turns=2, max_repairs=1, backoff_s=0.5, concurrency=1)
+    # a long timeout: on a loaded machine a CPU reply can take minutes, and a request that timed out would
+    # be answered (and logged) after the test had counted
+    fields = dict(model=f"openai/{server.model}", api_base=server.api_base, timeout_s=900.0, cache=False,
+                  max_tokens=96, max_tool_turns=2, max_repairs=1, backoff_s=0.5, concurrency=1)
     return LiteLLMJudge(LiteLLMJudgeConfig(**{**fields, **overrides}))
 
 
