@@ -65,7 +65,7 @@ def prompt_budget(max_prompt_tokens: int | None, max_new_tokens: int, positions:
     return max_prompt_tokens
 
 
-def cut_text(text: str, keep: int) -> str:
+def cut_for_prompt(text: str, keep: int) -> str:
     """The first ``keep`` characters of ``text`` and a mark saying how much was cut."""
     return f"{text[:keep]} [... cut to fit the prompt: {keep} of {len(text)} characters shown]"
 
@@ -73,7 +73,7 @@ def cut_text(text: str, keep: int) -> str:
 def bounded_text(text: str, budget: int | None) -> str:
     """``text`` cut to ``CHARS_PER_TOKEN`` characters per budget token, where it enters the rollout."""
     limit = None if budget is None else CHARS_PER_TOKEN * budget
-    return text if limit is None or len(text) <= limit else cut_text(text, limit)
+    return text if limit is None or len(text) <= limit else cut_for_prompt(text, limit)
 
 
 def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str] | None,
@@ -91,12 +91,12 @@ def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str
     for window in range(min(spec.history_window, len(history)) - 1, -1, -1):
         if len(ids := encode(window, obs)) <= budget:
             return ids, ""
-    bare = len(encode(0, cut_text("", 0)))
+    bare = len(encode(0, cut_for_prompt("", 0)))
     room, obs_ids = budget - bare, tok.encode(obs, add_special_tokens=False)
     for _ in range(4):  # a cut can merge tokens differently at its edge: shrink by the overshoot
         if room <= 0:
             break
-        if len(ids := encode(0, cut_text(obs, len(tok.decode(obs_ids[:room]))))) <= budget:
+        if len(ids := encode(0, cut_for_prompt(obs, len(tok.decode(obs_ids[:room]))))) <= budget:
             return ids, ""
         room -= len(ids) - budget
     return None, (f"the prompt cannot fit rollout.max_prompt_tokens={budget}: {bare} tokens with no history and "

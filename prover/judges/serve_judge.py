@@ -16,7 +16,6 @@ itself with ``python -m llama_cpp.server`` bound to 127.0.0.1 (``--print`` print
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib.util
 import os
 import shlex
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError
-from prover.judges.gguf_convert import cache_root
+from prover.judges.gguf_convert import cache_root, installed_file
 
 
 @dataclass(frozen=True)
@@ -50,24 +49,13 @@ SHIPPED = {
 }
 
 
-def part_path(dist: str, name: str) -> Path:
-    """A file inside an installed distribution, found from its file list (nothing is imported)."""
-    try:
-        files = importlib.metadata.files(dist) or []
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ConfigError(f"{dist} is not installed: pip install -c constraints/cpu.txt -e '.[llamacpp]'") from exc
-    for f in files:
-        if str(f).replace("\\", "/").endswith(name) and Path(f.locate()).is_file():
-            return Path(f.locate())
-    raise ConfigError(f"{dist} is installed but holds no {name}; reinstall it")
-
-
 def assemble(model: ShippedModel, out_dir: Path | None = None) -> Path:
     """The model's GGUF under ``out_dir`` (default $PROVER_CACHE/models), joined from its parts once."""
     out = (out_dir or cache_root() / "models") / model.file
     if out.is_file() and out.stat().st_size == model.size:
         return out
-    parts = [part_path(dist, name) for dist, name in model.parts]  # all found before anything is written
+    install = "pip install -c constraints/cpu.txt -e '.[llamacpp]'"
+    parts = [installed_file(dist, name, install) for dist, name in model.parts]  # all found before any write
     total = sum(p.stat().st_size for p in parts)
     if total != model.size:
         raise ConfigError(f"the parts of {model.file} hold {total} bytes, not {model.size}; reinstall them")
