@@ -24,6 +24,7 @@ per-seed hit rates.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
@@ -104,33 +105,69 @@ def llm_judges(specs: list[str], local: list[str]) -> dict:
 
 def new_row() -> dict:
     return {"hits": 0, "n": 0, "turns": 0, "asked": 0, "paths": {}, "seeds": {}, "precision": 0.0, "recall": 0.0,
-            "seconds": 0.0, "calls": 0}
+            "seconds": 0.0, "calls": 0, "failures": {}}
 
 
-def count(row: dict, result, pivotal: set[int], seed: int, seconds: float) -> None:
+def answer(result, seconds: float) -> dict:
+    """What the tables need from one judge's answer, as a line of the answers cache (JSON)."""
+    seg = result.proposal.segment if result.proposal is not None else None
+    return {"seconds": seconds, "calls": result.usage.calls,
+            "segment": None if seg is None else [seg.start_turn, seg.end_turn],
+            "path": "" if seg is None else result.proposal.rationale.split(":", 1)[0],
+            "failure": "" if seg is not None else (result.error or result.failure.split(":", 1)[0] or "none"),
+            "why": result.failure, "last_reply": result.transcript[-1] if result.transcript else ""}
+
+
+def count(row: dict, answered: dict, pivotal: set[int], seed: int) -> None:
     """One judge's answer to one request, into its row."""
     row["asked"] += 1
-    row["seconds"] += seconds
-    row["calls"] += result.usage.calls
-    if result.proposal is None:
+    row["seconds"] += answered["seconds"]
+    row["calls"] += answered["calls"]
+    if answered["segment"] is None:
+        kind = answered["failure"]
+        row["failures"][kind] = row["failures"].get(kind, 0) + 1
         return
-    seg = result.proposal.segment
-    turns = set(range(seg.start_turn, seg.end_turn + 1))
-    hit = segment_hits(pivotal, seg.start_turn, seg.end_turn)
-    path = result.proposal.rationale.split(":", 1)[0]
+    start, end = answered["segment"]
+    turns = set(range(start, end + 1))
+    hit = segment_hits(pivotal, start, end)
     row["hits"] += hit
     row["n"] += 1
     row["turns"] += len(turns)
     row["precision"] += len(turns & pivotal) / len(turns)  # the share of the segment that is pivotal
     row["recall"] += len(turns & pivotal) / max(1, len(pivotal))  # the share of the pivotal turns it holds
-    for key, bucket in (("paths", path), ("seeds", seed)):
+    for key, bucket in (("paths", answered["path"]), ("seeds", seed)):
         h, n = row[key].get(bucket, (0, 0))
         row[key][bucket] = (h + hit, n + 1)
 
 
-def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | None = None) -> dict:
-    """Per judge: hits, proposals, segment turns, precision, recall, seconds, and per path and seed counts;
-    with ``max_groups``, on the first that many judged groups of each seed."""
+class Answers:
+    """Judges' answers kept in a JSONL file, so that a slow LLM row resumes where it stopped."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.known = path, {}
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    self.known[record["key"]] = record["answer"]
+
+    def get(self, key: str, ask) -> dict:
+        if key not in self.known:
+            start = time.perf_counter()
+            result = ask()
+            self.known[key] = answer(result, time.perf_counter() - start)
+            if self.path is not None:
+                with self.path.open("a") as f:
+                    f.write(json.dumps({"key": key, "answer": self.known[key]}) + "\n")
+        return self.known[key]
+
+
+def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | None = None,
+          answers: Answers | None = None, setting: str = "") -> dict:
+    """Per judge: hits, proposals, segment turns, precision, recall, seconds, failures, per path and seed
+    counts; with ``max_groups``, on the first that many judged groups of each seed."""
+    answers = answers or Answers(None)
+    made = {name: JUDGES[name]() for name in judges}  # one judge per setting: a server fallback is learnt once
     out = {name: new_row() for name in judges}
     share = []
     for seed in seeds:
@@ -143,9 +180,12 @@ def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | N
             share.append(len(pivotal) / len(group.trajectories[target].turns))
             request = JudgeRequest(group, target, max_turns=config.get("max_turns", 4), seed=seed)
             for name in judges:
-                start = time.perf_counter()
-                result = JUDGES[name]().propose(request)
-                count(out[name], result, pivotal, seed, time.perf_counter() - start)
+                key = f"{setting}/{seed}/{k}/{name}"
+                answered = answers.get(key, lambda j=made[name]: j.propose(request))
+                if made[name].__class__.__module__.startswith("prover.judges.agentic"):
+                    print(f"  {key}: {answered['segment'] or answered['failure']} "
+                          f"({answered['seconds']:.0f} s)", file=sys.stderr, flush=True)
+                count(out[name], answered, pivotal, seed)
     return {"rows": out, "pivotal_share": sum(share) / max(1, len(share)), "groups": len(share)}
 
 
@@ -155,23 +195,24 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
     lines = [f"### {name}: {config.get('note', '')}", "",
              f"{result['groups']} judged groups; pivotal share {100 * result['pivotal_share']:.1f}%", "",
              "| judge | proposals | mean len. | hit rate [95% Wilson] | precision | recall | s per call "
-             "| per-seed hit rates |", "|---|---|---|---|---|---|---|---|"]
+             "| per-seed hit rates | no proposal, why |", "|---|---|---|---|---|---|---|---|---|"]
     for judge, row in result["rows"].items():
         n, calls = row["n"], row["calls"]
         lo, hi = wilson(row["hits"], n)
         per_seed = ", ".join(f"{100 * h / k:.0f}" for h, k in row["seeds"].values() if k)
         per_call = f"{row['seconds'] / calls:.1f}" if calls else "-"
+        why = ", ".join(f"{kind} {n}" for kind, n in sorted(row["failures"].items()))
         lines.append(f"| {judge} | {n} of {row['asked']} | {row['turns'] / max(1, n):.2f} | "
                      f"{100 * row['hits'] / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | "
                      f"{100 * row['precision'] / max(1, n):.1f}% | {100 * row['recall'] / max(1, n):.1f}% | "
-                     f"{per_call} | {per_seed} |")
+                     f"{per_call} | {per_seed} | {why or '-'} |")
         if (show_paths and len(row["paths"]) > 1) or (show_paths and judge.startswith("text")):
             for path, (h, k) in sorted(row["paths"].items()):
                 lines.append(f"| ↳ {path} | {k} | | {100 * h / max(1, k):.1f}% ({h}/{k}) | |")
@@ -187,18 +228,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=None, help="only the first N judged groups of each seed")
     parser.add_argument("--llm", nargs="*", default=[], metavar="LABEL=MODEL@API_BASE",
                         help="also an LLM judge served there (litellm), in tools and in answer-only mode")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="JUDGE",
+                        help="leave these judges out (their names as the tables write them)")
+    parser.add_argument("--answers", type=Path, default=None,
+                        help="keep every judge's answers in this JSONL file and reuse them on a rerun")
     parser.add_argument("--local", nargs="*", default=[], metavar="LABEL=FOLDER",
                         help="also the local judge on that checkpoint folder, answer-only and structured")
     args = parser.parse_args(argv)
     spec = yaml.safe_load(args.config.read_text())
     JUDGES.update(llm_judges(args.llm, args.local))
-    judges = spec["judges"] + [name for name in JUDGES if name not in spec["judges"]]
-    chunks = []
+    unknown = [name for name in args.skip if name not in JUDGES]
+    if unknown:
+        parser.error(f"--skip: no judge named {unknown[0]!r}; the judges are {', '.join(JUDGES)}")
+    judges = [name for name in spec["judges"] + [n for n in JUDGES if n not in spec["judges"]]
+              if name not in args.skip]
+    chunks, answers = [], Answers(args.answers)
     for name, config in spec["settings"].items():
         if args.sets and name not in args.sets:
             continue
         config = {**spec["defaults"], **config}
-        chunk = table(name, config, score(config, config["seeds"], judges, args.groups), args.paths)
+        chunk = table(name, config, score(config, config["seeds"], judges, args.groups, answers, name), args.paths)
         print(chunk, flush=True)
         chunks.append(chunk)
     if args.out:
