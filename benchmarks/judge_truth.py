@@ -5,7 +5,9 @@ failure. The groups here are played by the env's observing expert with a share `
 turns replaced by a uniformly random admissible action (the warm start's behaviour policy, not a trained
 one), so thousands of judged groups cost seconds and every judge sees the same groups. A proposal is a hit
 when its segment holds a pivotal turn (``env.pivotal_turns``; prover/truth.py); the pivotal share is the
-hit rate of a random one-turn segment.
+hit rate of a random one-turn segment, and "chance at its length" the hit rate of a random window as long as
+each proposal (a long segment hits more often for its length alone); "hit - chance" is their per-proposal
+difference with a t interval.
 
     python benchmarks/judge_truth.py                          # the settings of benchmarks/judge_truth.yaml
     python benchmarks/judge_truth.py --sets tuning --paths    # the tuning rows only, text-contrast by rule path
@@ -13,7 +15,9 @@ hit rate of a random one-turn segment.
     # the free judges scored on the same groups
     python benchmarks/judge_truth.py --sets defaults webshop --groups 4 \
         --llm qwen=openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1 \
-        --local smollm2=$HOME/.cache/prover/models/smollm2-135m-instruct
+        --local smollm2=$HOME/.cache/prover/models/smollm2-135m-instruct --answers llm.jsonl --pool
+    # --answers keeps every answer (keyed setting/seed/group/judge) and reuses it, so a stopped row resumes;
+    # --pool adds one table of all chosen settings; --skip JUDGE leaves a judge out
 
 The settings (which seeds tune and which report, which env configurations are held out) are fixed in
 ``judge_truth.yaml`` before the held-out rows are looked at. CIs are Wilson intervals on pooled proposals
@@ -105,7 +109,14 @@ def llm_judges(specs: list[str], local: list[str]) -> dict:
 
 def new_row() -> dict:
     return {"hits": 0, "n": 0, "turns": 0, "asked": 0, "paths": {}, "seeds": {}, "precision": 0.0, "recall": 0.0,
-            "seconds": 0.0, "calls": 0, "failures": {}}
+            "seconds": 0.0, "calls": 0, "failures": {}, "chance": 0.0, "excess": []}
+
+
+def chance_at_length(pivotal: set[int], length: int, n_turns: int) -> float:
+    """The hit rate of a uniformly random window of ``length`` turns ending at turn n-2 or earlier (a
+    judge's own length, so a long segment gets no credit for its length alone)."""
+    starts = range(0, max(1, n_turns - length))
+    return sum(segment_hits(pivotal, s, s + length - 1) for s in starts) / len(starts)
 
 
 def answer(result, seconds: float) -> dict:
@@ -118,7 +129,7 @@ def answer(result, seconds: float) -> dict:
             "why": result.failure, "last_reply": result.transcript[-1] if result.transcript else ""}
 
 
-def count(row: dict, answered: dict, pivotal: set[int], seed: int) -> None:
+def count(row: dict, answered: dict, pivotal: set[int], seed: int, n_turns: int) -> None:
     """One judge's answer to one request, into its row."""
     row["asked"] += 1
     row["seconds"] += answered["seconds"]
@@ -133,6 +144,9 @@ def count(row: dict, answered: dict, pivotal: set[int], seed: int) -> None:
     row["hits"] += hit
     row["n"] += 1
     row["turns"] += len(turns)
+    chance = chance_at_length(pivotal, len(turns), n_turns)
+    row["chance"] += chance
+    row["excess"].append(hit - chance)  # this proposal's hit against a random window of its length
     row["precision"] += len(turns & pivotal) / len(turns)  # the share of the segment that is pivotal
     row["recall"] += len(turns & pivotal) / max(1, len(pivotal))  # the share of the pivotal turns it holds
     for key, bucket in (("paths", answered["path"]), ("seeds", seed)):
@@ -181,12 +195,32 @@ def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | N
             request = JudgeRequest(group, target, max_turns=config.get("max_turns", 4), seed=seed)
             for name in judges:
                 key = f"{setting}/{seed}/{k}/{name}"
-                answered = answers.get(key, lambda j=made[name]: j.propose(request))
+                answered = answers.get(key, lambda j=made[name], r=request: j.propose(r))
                 if made[name].__class__.__module__.startswith("prover.judges.agentic"):
                     print(f"  {key}: {answered['segment'] or answered['failure']} "
                           f"({answered['seconds']:.0f} s)", file=sys.stderr, flush=True)
-                count(out[name], answered, pivotal, seed)
+                count(out[name], answered, pivotal, seed, len(group.trajectories[target].turns))
     return {"rows": out, "pivotal_share": sum(share) / max(1, len(share)), "groups": len(share)}
+
+
+def pooled(results: list[dict]) -> dict:
+    """Several settings' results as one: counts add, per-seed buckets are kept apart by setting."""
+    rows = {}
+    for i, result in enumerate(results):
+        for judge, row in result["rows"].items():
+            into = rows.setdefault(judge, new_row())
+            for key, value in row.items():
+                if isinstance(value, dict):
+                    for bucket, v in value.items():
+                        bucket = (i, bucket) if key == "seeds" else bucket
+                        old = into[key].get(bucket)
+                        into[key][bucket] = v if old is None else (
+                            old + v if isinstance(v, int) else (old[0] + v[0], old[1] + v[1]))
+                else:
+                    into[key] += value
+    groups = sum(r["groups"] for r in results)
+    share = sum(r["pivotal_share"] * r["groups"] for r in results) / max(1, groups)
+    return {"rows": rows, "pivotal_share": share, "groups": groups}
 
 
 def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -198,11 +232,24 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def mean_ci(values: list[float]) -> str:
+    """Mean and a t 95% interval (in points) of per-proposal differences."""
+    if len(values) < 2:
+        return "-"
+    from scipy import stats
+
+    n, mean = len(values), sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    return f"{100 * mean:+.1f} [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]"
+
+
 def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
     lines = [f"### {name}: {config.get('note', '')}", "",
              f"{result['groups']} judged groups; pivotal share {100 * result['pivotal_share']:.1f}%", "",
-             "| judge | proposals | mean len. | hit rate [95% Wilson] | precision | recall | s per call "
-             "| per-seed hit rates | no proposal, why |", "|---|---|---|---|---|---|---|---|---|"]
+             "| judge | proposals | mean len. | hit rate [95% Wilson] | chance at its length | hit - chance [95% t] "
+             "| precision | recall | s per call | per-seed hit rates | no proposal, why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for judge, row in result["rows"].items():
         n, calls = row["n"], row["calls"]
         lo, hi = wilson(row["hits"], n)
@@ -211,6 +258,7 @@ def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
         why = ", ".join(f"{kind} {n}" for kind, n in sorted(row["failures"].items()))
         lines.append(f"| {judge} | {n} of {row['asked']} | {row['turns'] / max(1, n):.2f} | "
                      f"{100 * row['hits'] / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | "
+                     f"{100 * row['chance'] / max(1, n):.1f}% | {mean_ci(row['excess'])} | "
                      f"{100 * row['precision'] / max(1, n):.1f}% | {100 * row['recall'] / max(1, n):.1f}% | "
                      f"{per_call} | {per_seed} | {why or '-'} |")
         if (show_paths and len(row["paths"]) > 1) or (show_paths and judge.startswith("text")):
@@ -232,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave these judges out (their names as the tables write them)")
     parser.add_argument("--answers", type=Path, default=None,
                         help="keep every judge's answers in this JSONL file and reuse them on a rerun")
+    parser.add_argument("--pool", action="store_true", help="also one table of every chosen setting pooled")
     parser.add_argument("--local", nargs="*", default=[], metavar="LABEL=FOLDER",
                         help="also the local judge on that checkpoint folder, answer-only and structured")
     args = parser.parse_args(argv)
@@ -242,14 +291,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--skip: no judge named {unknown[0]!r}; the judges are {', '.join(JUDGES)}")
     judges = [name for name in spec["judges"] + [n for n in JUDGES if n not in spec["judges"]]
               if name not in args.skip]
-    chunks, answers = [], Answers(args.answers)
+    chunks, answers, results = [], Answers(args.answers), []
     for name, config in spec["settings"].items():
         if args.sets and name not in args.sets:
             continue
         config = {**spec["defaults"], **config}
-        chunk = table(name, config, score(config, config["seeds"], judges, args.groups, answers, name), args.paths)
-        print(chunk, flush=True)
-        chunks.append(chunk)
+        results.append(score(config, config["seeds"], judges, args.groups, answers, name))
+        chunks.append(table(name, config, results[-1], args.paths))
+        print(chunks[-1], flush=True)
+    if args.pool and results:
+        chunks.append(table("pooled", {"note": f"{len(results)} settings, each group counted once"},
+                            pooled(results), args.paths))
+        print(chunks[-1], flush=True)
     if args.out:
         args.out.write_text("\n".join(chunks))
     return 0
