@@ -154,6 +154,9 @@ def count(row: dict, answered: dict, pivotal: set[int], seed: int, n_turns: int)
         row[key][bucket] = (h + hit, n + 1)
 
 
+TRANSIENT = ("connection", "timeout")  # a server that was down or slow says nothing about the judge
+
+
 class Answers:
     """Judges' answers kept in a JSONL file, so that a slow LLM row resumes where it stopped."""
 
@@ -170,7 +173,7 @@ class Answers:
             start = time.perf_counter()
             result = ask()
             self.known[key] = answer(result, time.perf_counter() - start)
-            if self.path is not None:
+            if self.path is not None and self.known[key]["failure"] not in TRANSIENT:  # asked again next run
                 with self.path.open("a") as f:
                     f.write(json.dumps({"key": key, "answer": self.known[key]}) + "\n")
         return self.known[key]
