@@ -33,9 +33,11 @@ import math
 import random
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import yaml
+from scipy import stats
 
 from prover.envs import make_env
 from prover.judges.base import JudgeSettings
@@ -51,6 +53,7 @@ JUDGES = {
     "text-contrast (break-away, before)": lambda: TextContrastJudge(TextContrastSettings(rule="break-away")),
     "random": lambda: RandomJudge(JudgeSettings()),
 }
+FREE_JUDGES = frozenset(JUDGES)  # seeded and deterministic: answered afresh each run, never cached
 
 
 def play(env, task_seed: int, split: str, random_share: float, rng: random.Random, traj_id: str) -> Trajectory:
@@ -119,8 +122,11 @@ def chance_at_length(pivotal: set[int], length: int, n_turns: int) -> float:
     return sum(segment_hits(pivotal, s, s + length - 1) for s in starts) / len(starts)
 
 
-def answer(result, seconds: float) -> dict:
-    """What the tables need from one judge's answer, as a line of the answers cache (JSON)."""
+def timed_answer(ask) -> dict:
+    """What the tables need from one judge's answer (``ask()``), as a line of the answers cache (JSON)."""
+    start = time.perf_counter()
+    result = ask()
+    seconds = time.perf_counter() - start
     seg = result.proposal.segment if result.proposal is not None else None
     return {"seconds": seconds, "calls": result.usage.calls,
             "segment": None if seg is None else [seg.start_turn, seg.end_turn],
@@ -129,7 +135,7 @@ def answer(result, seconds: float) -> dict:
             "why": result.failure, "last_reply": result.transcript[-1] if result.transcript else ""}
 
 
-def count(row: dict, answered: dict, pivotal: set[int], seed: int, n_turns: int) -> None:
+def count(row: dict, answered: dict, pivotal: set[int], seed: tuple[str, int], n_turns: int) -> None:
     """One judge's answer to one request, into its row."""
     row["asked"] += 1
     row["seconds"] += answered["seconds"]
@@ -158,7 +164,7 @@ TRANSIENT = ("connection", "timeout")  # a server that was down or slow says not
 
 
 class Answers:
-    """Judges' answers kept in a JSONL file, so that a slow LLM row resumes where it stopped."""
+    """LLM judges' answers kept in a JSONL file, so that a slow row resumes where it stopped."""
 
     def __init__(self, path: Path | None):
         self.path, self.known = path, {}
@@ -169,14 +175,18 @@ class Answers:
                     self.known[record["key"]] = record["answer"]
 
     def get(self, key: str, ask) -> dict:
-        if key not in self.known:
-            start = time.perf_counter()
-            result = ask()
-            self.known[key] = answer(result, time.perf_counter() - start)
-            if self.path is not None and self.known[key]["failure"] not in TRANSIENT:  # asked again next run
-                with self.path.open("a") as f:
-                    f.write(json.dumps({"key": key, "answer": self.known[key]}) + "\n")
-        return self.known[key]
+        if key in self.known:
+            return self.known[key]
+        answered = timed_answer(ask)
+        print(f"  {key}: {answered['segment'] or answered['failure']} ({answered['seconds']:.0f} s)",
+              file=sys.stderr, flush=True)
+        if answered["failure"] in TRANSIENT:  # asked again on the next run
+            return answered
+        self.known[key] = answered
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(json.dumps({"key": key, "answer": answered}) + "\n")
+        return answered
 
 
 def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | None = None,
@@ -197,28 +207,26 @@ def score(config: dict, seeds: list[int], judges: list[str], max_groups: int | N
             share.append(len(pivotal) / len(group.trajectories[target].turns))
             request = JudgeRequest(group, target, max_turns=config.get("max_turns", 4), seed=seed)
             for name in judges:
-                key = f"{setting}/{seed}/{k}/{name}"
-                answered = answers.get(key, lambda j=made[name], r=request: j.propose(r))
-                if made[name].__class__.__module__.startswith("prover.judges.agentic"):
-                    print(f"  {key}: {answered['segment'] or answered['failure']} "
-                          f"({answered['seconds']:.0f} s)", file=sys.stderr, flush=True)
-                count(out[name], answered, pivotal, seed, len(group.trajectories[target].turns))
+                ask = partial(made[name].propose, request)
+                answered = (timed_answer(ask) if name in FREE_JUDGES
+                            else answers.get(f"{setting}/{seed}/{k}/{name}", ask))
+                count(out[name], answered, pivotal, (setting, seed), len(group.trajectories[target].turns))
     return {"rows": out, "pivotal_share": sum(share) / max(1, len(share)), "groups": len(share)}
 
 
 def pooled(results: list[dict]) -> dict:
-    """Several settings' results as one: counts add, per-seed buckets are kept apart by setting."""
+    """Several settings' results as one: counts, lists and buckets add (a seed's bucket names its setting)."""
+    def add(a, b):
+        return tuple(x + y for x, y in zip(a, b)) if isinstance(a, tuple) else a + b
+
     rows = {}
-    for i, result in enumerate(results):
+    for result in results:
         for judge, row in result["rows"].items():
             into = rows.setdefault(judge, new_row())
             for key, value in row.items():
                 if isinstance(value, dict):
                     for bucket, v in value.items():
-                        bucket = (i, bucket) if key == "seeds" else bucket
-                        old = into[key].get(bucket)
-                        into[key][bucket] = v if old is None else (
-                            old + v if isinstance(v, int) else (old[0] + v[0], old[1] + v[1]))
+                        into[key][bucket] = add(into[key][bucket], v) if bucket in into[key] else v
                 else:
                     into[key] += value
     groups = sum(r["groups"] for r in results)
@@ -239,8 +247,6 @@ def mean_ci(values: list[float]) -> str:
     """Mean and a t 95% interval (in points) of per-proposal differences."""
     if len(values) < 2:
         return "-"
-    from scipy import stats
-
     n, mean = len(values), sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
