@@ -169,10 +169,13 @@ class Answers:
     def __init__(self, path: Path | None):
         self.path, self.known = path, {}
         if path is not None and path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.known[record["key"]] = record["answer"]
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                try:
+                    record = json.loads(line) if line.strip() else None
+                    if record is not None:
+                        self.known[record["key"]] = record["answer"]
+                except (ValueError, KeyError, TypeError):
+                    raise SystemExit(f"--answers {path}: line {number} is not an answer record") from None
 
     def get(self, key: str, ask) -> dict:
         if key in self.known:
