@@ -139,16 +139,26 @@ def test_table1_paired_differences_verdicts_auc_reach_se_and_budget(tmp_path):
     [grpo, gigpo, spo] = [r[ENV] for r in table1(results, ["grpo", "gigpo", "spo-tree"], [ENV], "grpo", 0.5)]
     # grpo: 0.25, 0.5, 0.375 -> mean 0.375; three values: CI [min, max] (1/27 of the weight sits on each end)
     assert (grpo.success.mean, grpo.success.lo, grpo.success.hi) == pytest.approx((0.375, 0.25, 0.5))
-    # gigpo - grpo on seeds 0, 1: 0.25, 0.125 -> mean 0.1875, CI [0.125, 0.25] above 0
+    # gigpo - grpo on seeds 0, 1: 0.25, 0.125 -> mean 0.1875, bootstrap CI [0.125, 0.25] above 0; but the verdict
+    # reads the t interval: sd |0.25 - 0.125| / sqrt(2) = 0.088388, SE sd / sqrt(2) = 0.0625, t_{0.975, 1} = 12.7062
+    # -> 0.1875 +- 0.79414 = [-0.60664, 0.98164]: two pairs cannot tell
     assert (gigpo.diff.diff.mean, gigpo.diff.diff.lo, gigpo.diff.diff.hi) == pytest.approx((0.1875, 0.125, 0.25))
-    assert (gigpo.diff.pairs, gigpo.diff.verdict) == (2, "better")
-    # spo-tree - grpo: -0.125 on every seed -> CI [-0.125, -0.125] below 0
+    assert (gigpo.diff.t.lo, gigpo.diff.t.hi) == pytest.approx((-0.60664, 0.98164), abs=1e-5)
+    assert (gigpo.diff.pairs, gigpo.diff.verdict) == (2, "inconclusive")
+    # both differences positive: probability of improvement 1; sign flips of (0.25, 0.125): |mean| >= 0.1875 for
+    # (+, +) and (-, -) only -> p = 2 / 4
+    assert (gigpo.diff.improvement, gigpo.diff.p_value) == pytest.approx((1.0, 0.5))
+    # spo-tree - grpo: -0.125 on every seed -> every interval [-0.125, -0.125] below 0; 3 pairs: p = 2 / 8
     assert (spo.diff.diff.mean, spo.diff.verdict, spo.diff.pairs) == (pytest.approx(-0.125), "worse", 3)
+    assert (spo.diff.t.lo, spo.diff.t.hi, spo.diff.improvement, spo.diff.p_value) == pytest.approx(
+        (-0.125, -0.125, 0.0, 0.25))
     # AUC: grpo seed 0 (2 * 0.25 + 2 * 0.25) / 4 = 0.25; seed 1 (2 * 0.375 + 2 * 0.5) / 4 = 0.4375;
     # seed 2 (2 * 0.25 + 2 * 0.3125) / 4 = 0.28125 -> mean 0.322917
     assert grpo.auc.mean == pytest.approx((0.25 + 0.4375 + 0.28125) / 3)
     # gigpo seed 0 (2 * 0.375 + 2 * 0.5) / 4 = 0.4375 vs 0.25; seed 1 (0.75 + 1.125) / 4 = 0.46875 vs 0.4375
-    assert gigpo.auc_diff.diff.mean == pytest.approx((0.1875 + 0.03125) / 2) and gigpo.auc_diff.verdict == "better"
+    # differences 0.1875 and 0.03125: t interval 0.109375 +- 12.7062 * 0.078125 = [-0.883, 1.102]: inconclusive
+    assert gigpo.auc_diff.diff.mean == pytest.approx((0.1875 + 0.03125) / 2)
+    assert gigpo.auc_diff.verdict == "inconclusive"
     # reach 0.5: grpo seed 0 never, seed 1 at step 2, seed 2 never -> sorted 2, inf, inf: median inf
     assert grpo.reach == stats.Reach(None, 1, 3)
     assert gigpo.reach == stats.Reach(2.0, 2, 2)  # both finished seeds at step 2 (seed 2 unfinished: left out)
@@ -174,7 +184,12 @@ def test_reports_carry_the_new_columns(tmp_path):
     assert (float(g["auc_mean"]), float(g["reach_median_step"]), g["reached_seeds"]) == (0.375, 4.0, "2")
     assert rows["grpo", "avg"]["verdict"] == "" and float(rows["grpo", ENV]["tokens_vs_baseline"]) == 1.0
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "| gigpo | 50.0 [50.0, 50.0] | +12.5 [+0.0, +25.0] | inconclusive (2) | 37.5 [37.5, 37.5] |" in md
+    # Δ's t interval: sd 0.25 / sqrt(2) = 0.176777, SE 0.125, t_{0.975, 1} 12.7062 -> 0.125 +- 1.588278; the
+    # bootstrap [0, 0.25] beside it; sign flips of (0.25, 0): all 4 reach |mean| >= 0.125 -> p 1; P(better) 1.5 / 2
+    assert ("| gigpo | 50.0 [50.0, 50.0] | +12.5 [-146.3, +171.3] | [+0.0, +25.0] | 1.000 | 0.75 | inconclusive (2) "
+            "| 37.5 [37.5, 37.5] |") in md
+    assert (float(g["diff_t_lo"]), float(g["diff_t_hi"])) == pytest.approx((0.125 - 1.588278, 0.125 + 1.588278), abs=1e-5)
+    assert (float(g["diff_p_value"]), float(g["diff_improvement"])) == (1.0, 0.75)
     assert "Seeds are paired" in md and "fewer than 5 seeds" in md and "eval.episodes=96" in md
 
 

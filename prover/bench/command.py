@@ -39,6 +39,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from prover.bench.headline import power_lines
     from prover.bench.matrix import load_bench_config, plan
     from prover.bench.plots import curves_unavailable
     from prover.bench.runner import precision_notes, run_plan, write_reports
@@ -53,6 +54,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.regen_only:
         print(f"bench: {len(cells.cells)} cells in {bench.dir}", flush=True)
         print(plan_line(cells), flush=True)  # how long, before any work
+        for line in power_lines(cells):  # and whether the seeds can answer the headline question
+            print(line, flush=True)
         try:
             failed = run_plan(cells, echo=lambda s: print(s, flush=True), verbose=args.verbose).failed
         except KeyboardInterrupt as exc:

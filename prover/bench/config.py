@@ -41,6 +41,20 @@ class MethodSpec(BaseModel):
         return self.name.split("+", 1)[1] if "+" in self.name else None
 
 
+class PowerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    compare: tuple[str, str] = Field(description="The headline comparison, [method row, reference row], e.g. "
+                                     "[prover+contrast, budget-matched-grpo]: results.md gives its paired "
+                                     "verdict first, and the power analysis is for it.")
+    effect: float = Field(0.02, gt=0.0, le=1.0, description="The difference in final held-out success to "
+                          "detect (0.02: 2 points).")
+    power: float = Field(0.8, gt=0.0, lt=1.0, description="The chance of detecting it that the seeds must give.")
+    alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Level of the two-sided paired t test.")
+    pilot_seeds: list[int] = Field(min_length=2, description="Seeds (not the reported ones) whose finished "
+                                   "cells of the two rows, under this matrix's settings, measure the spread "
+                                   "of the paired difference; train them first with seeds=[...] set to these.")
+
+
 class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     dir: str = Field("runs/bench", description="Bench folder: the cells' run folders (cells/<env>/<method>/"
@@ -74,6 +88,9 @@ class BenchConfig(BaseModel):
     baseline: str = Field("grpo", description="Row every method is compared with in Table 1: per seed, method "
                           "minus baseline on the same env and seed, with a bootstrap CI; a matrix without "
                           "this row shows no paired differences.")
+    power: PowerSpec | None = Field(None, description="The headline comparison and how many seeds it needs "
+                                    "(prover.bench.power): printed with the time estimate and on results.md; "
+                                    "null: none.")
     reach: float | None = Field(0.5, description="Held-out success level (0, 1] for Table 1's 'steps to "
                                 "reach': the first evaluated step with eval/success >= reach, per seed; "
                                 "null leaves the column out.")

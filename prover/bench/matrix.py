@@ -178,6 +178,9 @@ def _check_names(bench: BenchConfig) -> None:
             _named(partial(JUDGES.get, m.judge), f"method {m.name!r}")
         if rows.count(m.row) > 1:
             raise ConfigError(f"bench method {m.row!r} appears twice; give the variants different labels")
+    for row in bench.power.compare if bench.power else ():
+        if row not in rows:
+            raise ConfigError(f"bench power.compare: {row!r} is not a method (row) of the matrix: {', '.join(rows)}")
     if "baseline" in bench.model_fields_set and bench.baseline not in rows:  # the default may be absent
         raise ConfigError(f"bench baseline {bench.baseline!r} is not a method (row) of the matrix: "
                           f"{', '.join(rows)}")

@@ -27,11 +27,18 @@ def pct_ci(iv: stats.Interval) -> str:
 
 
 def diff_ci(p: stats.Paired | None, baseline_row: bool) -> str:
-    """A paired difference in points: +9.4 [-1.0, +20.0]."""
+    """A paired difference in points with its t interval (the verdict's): +9.4 [-1.0, +20.0]."""
     if p is None or p.diff.mean is None:
         return "baseline" if baseline_row else "–"
     text = f"{100 * p.diff.mean:+.1f}"
-    return text if p.diff.lo is None else f"{text} [{100 * p.diff.lo:+.1f}, {100 * p.diff.hi:+.1f}]"
+    return text if p.t.lo is None else f"{text} [{100 * p.t.lo:+.1f}, {100 * p.t.hi:+.1f}]"
+
+
+def paired_extras(p: stats.Paired | None) -> list[str]:
+    """The bootstrap CI, sign-flip p-value and probability of improvement of a paired difference."""
+    if p is None or p.diff.lo is None:
+        return ["–", "–", "–"]
+    return [f"[{100 * p.diff.lo:+.1f}, {100 * p.diff.hi:+.1f}]", f"{p.p_value:.3f}", f"{p.improvement:.2f}"]
 
 
 def _verdict(p: stats.Paired | None) -> str:
@@ -55,12 +62,16 @@ def _truth(d: dict[str, Any], key: str, scale: float = 100.0, fmt: str = ".1f") 
 
 T1_COLUMNS = [
     "**success**: final `eval/success` (%), mean over seeds [95% bootstrap CI over seeds].",
-    "**Δ vs {b}**: per seed, this method minus {b} on the same env and seed, in points: mean [95% bootstrap CI].",
-    "**verdict (pairs)**: better when the CI of Δ lies above 0, worse when below, else inconclusive; pairs = seeds "
-    "both rows finished (a seed missing from either side is left out).",
+    "**Δ vs {b}**: per seed, this method minus {b} on the same env and seed, in points: mean [95% paired t "
+    "interval].",
+    "**boot. CI / p / P(better)**: the same differences' 95% percentile bootstrap CI, two-sided sign-flip "
+    "permutation p-value (exact up to 16 pairs; never below 2 / 2^pairs), and the share of seeds where this "
+    "method came out ahead (a tie counts half).",
+    "**verdict (pairs)**: better when the t interval of Δ lies above 0, worse when below, else inconclusive; "
+    "pairs = seeds both rows finished (a seed missing from either side is left out).",
     "**AUC**: area under the held-out curve (every evaluation, steps 0..N, trapezoid) divided by N, i.e. the mean "
     "held-out success over training (%) [95% CI].",
-    "**Δ AUC**: the paired difference of AUC against {b}, in points [95% CI], with its verdict.",
+    "**Δ AUC**: the paired difference of AUC against {b}, in points [95% t interval], with its verdict.",
     "**steps to {r}**: median over seeds of the first evaluated step with success ≥ {r} (a seed that never got there "
     "counts as infinitely late), and how many seeds got there; evaluations every eval.every steps bound it.",
     "**max SE**: the largest binomial SE sqrt(p(1-p)/n) of the method's final evaluations (points; n = eval/episodes).",
@@ -71,8 +82,10 @@ T1_COLUMNS = [
 
 def _ci_note(t1: list[dict[str, Any]], envs: list[str]) -> list[str]:
     seeds = [r[e].success.n for r in t1 for e in envs if r[e].success.n]
-    lines = [f"CIs: percentile bootstrap over seeds, exact up to {stats.EXACT_MAX} seeds (every resample, weighted "
-             f"by its multinomial count), else {stats.RESAMPLES:,} Monte-Carlo resamples (seed {stats.MC_SEED})."]
+    lines = [f"CIs of a mean: percentile bootstrap over seeds, exact up to {stats.EXACT_MAX} seeds (every resample, "
+             f"weighted by its multinomial count), else {stats.RESAMPLES:,} Monte-Carlo resamples (seed "
+             f"{stats.MC_SEED}). Paired differences add the t interval, which the verdicts read: the percentile "
+             "bootstrap covers well under 95% at 5-10 seeds."]
     if seeds and min(seeds) < stats.RECOMMENDED_SEEDS:
         lines.append(f"Some rows have fewer than {stats.RECOMMENDED_SEEDS} seeds: a bootstrap CI over so few values "
                      "spans little more than the values themselves and is too narrow; read verdicts as indicative.")
@@ -81,7 +94,8 @@ def _ci_note(t1: list[dict[str, Any]], envs: list[str]) -> list[str]:
 
 def _detail(rows: list[tuple[str, Entry]], baseline: str | None, reach: float | None, per_env: bool) -> list[str]:
     b = baseline or "baseline"
-    head = ["method", "success (%)", f"Δ vs {b} (points)", "verdict (pairs)", "AUC (%)", "Δ AUC (points)"]
+    head = ["method", "success (%)", f"Δ vs {b} (points)", "boot. CI", "p", "P(better)", "verdict (pairs)",
+            "AUC (%)", "Δ AUC (points)"]
     if per_env:
         head += ([f"steps to {reach:g}"] if reach is not None else []) + ["max SE", f"tokens × {b}"]
     out = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -89,7 +103,8 @@ def _detail(rows: list[tuple[str, Entry]], baseline: str | None, reach: float | 
         auc_d = diff_ci(e.auc_diff, m == baseline)
         if e.auc_diff is not None and e.auc_diff.pairs:
             auc_d += f" {e.auc_diff.verdict}"
-        cells = [m, pct_ci(e.success), diff_ci(e.diff, m == baseline), _verdict(e.diff), pct_ci(e.auc), auc_d]
+        cells = [m, pct_ci(e.success), diff_ci(e.diff, m == baseline), *paired_extras(e.diff), _verdict(e.diff),
+                 pct_ci(e.auc), auc_d]
         if per_env:
             cells += ([reach_text(e.reach)] if reach is not None else []) + [
                 _num(None if e.max_se is None else 100 * e.max_se, ".1f"), _num(e.tokens_vs_baseline, ".2f")]
@@ -186,7 +201,8 @@ def _matched(r: dict[str, Any]) -> str:
 T1_CSV = ["method", "env", "n_seeds", "success_mean", "success_std", "success_lo", "success_hi", "ci",
           "baseline", "diff_mean", "diff_lo", "diff_hi", "n_pairs", "verdict", "auc_mean", "auc_lo", "auc_hi",
           "auc_diff_mean", "auc_diff_lo", "auc_diff_hi", "auc_verdict", "reach", "reach_median_step",
-          "reached_seeds", "max_eval_se", "tokens_vs_baseline"]
+          "reached_seeds", "max_eval_se", "tokens_vs_baseline", "diff_t_lo", "diff_t_hi", "diff_p_value",
+          "diff_improvement"]
 
 
 def _paired_cells(p: stats.Paired | None) -> list[str]:
@@ -202,7 +218,9 @@ def _t1_row(m: str, env: str, e: Entry, baseline: str | None, reach: float | Non
     return [m, env, s.n, _cell(s.mean), _cell(e.std), _cell(s.lo), _cell(s.hi), s.method, baseline or "",
             *diff[:3], e.diff.pairs if e.diff else "", diff[3], _cell(e.auc.mean), _cell(e.auc.lo),
             _cell(e.auc.hi), *auc_diff, "" if r is None else reach, "" if r is None else _cell(r.median),
-            "" if r is None else r.reached, _cell(e.max_se), _cell(e.tokens_vs_baseline)]
+            "" if r is None else r.reached, _cell(e.max_se), _cell(e.tokens_vs_baseline),
+            *(["", "", "", ""] if e.diff is None else [_cell(e.diff.t.lo), _cell(e.diff.t.hi), _cell(e.diff.p_value),
+                                                       _cell(e.diff.improvement)])]
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:

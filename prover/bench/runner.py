@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from prover.bench import stats, timing
+from prover.bench.headline import headline_markdown
 from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
 from prover.bench.report import markdown_tables, write_csvs
 from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
@@ -248,6 +249,7 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
             "task stream from the same starting policy, so Table 1 compares methods seed by seed.", ""]
     if notes:
         text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
+    text += headline_markdown(plan, results)
     text += comparison_notes(plan, results)
     text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs, bench.baseline,
                                 bench.reach))
