@@ -14,6 +14,7 @@ common.rollout.group_size=4 'methods=[grpo,prover+contrast]'):"""
 
 
 def _epilog() -> str:
+    from prover.bench.config import PowerSpec
     from prover.bench.matrix import BenchConfig, MethodSpec
 
     lines = [EPILOG]
@@ -21,6 +22,8 @@ def _epilog() -> str:
         lines.append(f"  {name}\n      {f.description}")
     for name, f in MethodSpec.model_fields.items():
         lines.append(f"  methods[].{name}\n      {f.description}")
+    for name, f in PowerSpec.model_fields.items():
+        lines.append(f"  power.{name}\n      {f.description}")
     lines.append("methods: a credit name (grpo, budget-matched-grpo, gigpo, spo-chain, spo-tree,\n"
                  "criticsearch) or credit+judge (prover+contrast, prover+random, prover+litellm,\n"
                  "prover+local); see `prover list`.")
