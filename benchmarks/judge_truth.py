@@ -89,7 +89,8 @@ def judged_groups(env_kwargs: dict, seed: int, tasks: int, group_size: int, rand
 
 
 def llm_judges(specs: list[str], local: list[str]) -> dict:
-    """``label=model@api_base`` -> the litellm judge in tools mode and in answer-only mode (structured);
+    """``label=model@api_base`` -> the litellm judge in tools mode (with either repair rule) and in
+    answer-only mode (structured);
     ``label=folder`` -> the local judge on that checkpoint in answer-only mode (structured, xgrammar)."""
     from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig, LocalJudge, LocalJudgeConfig
 
@@ -104,7 +105,11 @@ def llm_judges(specs: list[str], local: list[str]) -> dict:
         label, _, rest = spec.partition("=")
         model, _, base = rest.partition("@")
         common = dict(model=model, api_base=base, timeout_s=600.0, cache=False, concurrency=1, max_tokens=256)
-        out[f"{label} tools"] = lambda c=common: LiteLLMJudge(LiteLLMJudgeConfig(**c, mode="agentic"))
+        # 'tools' is the row as first reported (a repair offered the research tools again); 'tools,
+        # submit repair' is today's default, whose repair turn offers submit_segment alone
+        out[f"{label} tools"] = lambda c=common: LiteLLMJudge(LiteLLMJudgeConfig(**c, repair_tools="all"))
+        out[f"{label} tools, submit repair"] = lambda c=common: LiteLLMJudge(
+            LiteLLMJudgeConfig(**c, repair_tools="submit"))
         out[f"{label} answer-only"] = lambda c=common: LiteLLMJudge(
             LiteLLMJudgeConfig(**c, mode="answer-only", structured=True))
     return out

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from openai_server import ScriptedServer, status, text_reply
+from openai_server import ScriptedServer, status, text_reply, tool_reply
 from prover.judges.agentic import answer_schema
 from prover.types import Group, JudgeRequest, Segment, Trajectory, Turn
 from test_judges_llm import judge_for  # the same judge over the scripted server
@@ -233,3 +233,36 @@ def test_a_too_long_segment_is_told_which_bound_to_move(server):
     result = judge_for(server, mode="answer-only").propose(request)
     assert result.proposal.segment == Segment("s", 4, 7) and result.usage.repairs == 1
     assert "choose start_turn >= 4 or end_turn <= 5" in server.requests[1]["body"]["messages"][-1]["content"]
+
+
+# -- 5. a repair asks for the answer alone --------------------------------------------------------
+# Served by llama.cpp, Qwen2.5-Coder-1.5B answered a repair that still offered the research tools with prose
+# ("To fix the segment, we need to ensure it ends before turn 9. Let's inspect ...") and no call, three times.
+
+def offered(server: ScriptedServer, k: int) -> tuple[list[str], dict | None]:
+    body = server.requests[k]["body"]
+    return [t["function"]["name"] for t in body.get("tools") or []], body.get("tool_choice")
+
+
+@pytest.mark.parametrize("repair_tools", ["submit", "all"])
+def test_a_repair_offers_only_submit_segment_and_names_it(server, request_, repair_tools):
+    server.push(tool_reply(("search_trajectory", {"query": "cabinet"})),
+                tool_reply(("submit_segment", {**VALID, "end_turn": 5})),  # ends at the last turn: a repair
+                tool_reply(("submit_segment", VALID)))
+    result = judge_for(server, repair_tools=repair_tools).propose(request_)
+    assert result.proposal.segment == Segment("s", 1, 2) and result.usage.repairs == 1
+    research = ["search_trajectory", "get_segment", "submit_segment"]
+    assert offered(server, 0) == offered(server, 1) == (research, None)  # before any repair: the tools, free
+    named = {"type": "function", "function": {"name": "submit_segment"}}
+    assert offered(server, 2) == ((["submit_segment"], named) if repair_tools == "submit" else (research, None))
+
+
+def test_a_structured_repair_is_decoded_under_the_answer_schema(server, request_):
+    server.push(tool_reply(("submit_segment", {**VALID, "start_turn": 0, "end_turn": 4})),  # 5 turns > L
+                text_reply(json.dumps(VALID)))
+    result = judge_for(server, structured=True, structured_format="json_object").propose(request_)
+    assert result.proposal.segment == Segment("s", 1, 2) and result.usage.repairs == 1
+    first, repair = server.requests[0]["body"], server.requests[1]["body"]
+    assert first.get("response_format") is None and len(first["tools"]) == 3
+    assert repair.get("tools") is None and repair.get("tool_choice") is None
+    assert repair["response_format"] == {"type": "json_object", "schema": answer_schema(request_, 2000, 2048)}

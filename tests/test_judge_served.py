@@ -119,3 +119,20 @@ def test_the_litellm_judge_on_llama_cpps_server(llama_server, mode):
     result = judge_on(llama_server, mode=mode, structured=mode == "answer-only", max_tokens=200).propose(req)
     check_plumbing(result, req, llama_server.completions_served() - before)
     print(f"{mode}: {result.proposal or result.failure} ({result.usage.calls} calls)")
+
+
+def test_llama_cpps_server_answers_a_lone_named_tool_with_that_call(llama_server):
+    """A repair turn offers submit_segment alone and names it in tool_choice: llama.cpp's server then
+    decodes the reply under the function's arguments, so it comes back as that call, readable."""
+    import json
+
+    from prover.chat import LiteLLMChat, LiteLLMSettings
+    from prover.judges.agentic import SYSTEM_PROMPT, user_prompt
+    from prover.judges.tools import SUBMIT_SCHEMA
+
+    chat = LiteLLMChat(LiteLLMSettings(model=f"openai/{llama_server.model}", api_base=llama_server.api_base,
+                                       timeout_s=900.0, cache=False, max_tokens=200))
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_prompt(request())}]
+    reply = chat.chat(messages, [SUBMIT_SCHEMA])
+    assert [c.name for c in reply.tool_calls] == ["submit_segment"], reply.text
+    assert {"traj_id", "start_turn", "end_turn"} <= set(json.loads(reply.tool_calls[0].arguments))

@@ -147,8 +147,9 @@ class LiteLLMChat(ChatModel):
     map (0 when the model is unpriced).
 
     For servers that render the model's own chat template (llama.cpp's): tool calls that come back as text
-    in ``content`` are read from it when ``tool_calls`` is empty, and ``structured_format: auto`` resends a
-    structured request that the server refuses as json_schema once as json_object, then keeps to that."""
+    in ``content`` are read from it when ``tool_calls`` is empty, a request offering a single tool names it
+    in ``tool_choice``, and ``structured_format: auto`` resends a structured request that the server
+    refuses as json_schema once as json_object, then keeps to that."""
 
     def __init__(self, settings: LiteLLMSettings) -> None:
         self.settings = settings
@@ -184,6 +185,10 @@ class LiteLLMChat(ChatModel):
         if schema is not None and self.structured:  # the answer itself, as text: no tool call to make
             payload["tools"] = None
             payload["response_format"] = response_format(schema, self._format)
+        elif tools and len(tools) == 1:
+            # one tool is offered only when its call is the answer due: name it, so that a server that
+            # honours tool_choice (llama.cpp's constrains the reply to its arguments) returns that call
+            payload["tool_choice"] = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
         return payload
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:

@@ -9,7 +9,8 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
    its text, a JSON object or a python-style ``submit_segment(...)`` with literal arguments, is checked
    with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, stated
    as a rule beside the answer format, non-terminal end, no invalid action).
-3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3); after that,
+3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3), and the repair
+   turn offers only ``submit_segment`` (``repair_tools``); after that,
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
 
@@ -107,6 +108,11 @@ class LoopSettings(BaseModel):
                                                     "template, e.g. SmolLM2).")
     max_reply_chars: int = Field(1000, ge=20, description="Characters kept of each model reply in the "
                                  "result's transcript (groups.jsonl's judge_replies, `prover view`).")
+    repair_tools: Literal["submit", "all"] = Field(
+        "submit", description="Tools offered on a repair turn (agentic): 'submit', only submit_segment (a "
+        "server that honours tool_choice must then call it, and a structured model answers under the "
+        "schema); 'all', the research tools too while they last (a 1.5B model then left the answer "
+        "format and wrote prose).")
 
 
 def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400,
@@ -282,7 +288,9 @@ class AgenticJudge(Judge):
                     {"role": "user", "content": user_prompt(request, cfg.obs_chars, cfg.preview_chars, answer_only)}]
         research, repairs = 0, 0
         while True:
-            may_research = not answer_only and research < cfg.max_tool_turns
+            # a repair asks for the answer alone: research on a repair turn led small models away from it
+            may_research = (not answer_only and research < cfg.max_tool_turns
+                            and (repairs == 0 or cfg.repair_tools == "all"))
             try:
                 reply = self._ask(request, messages, may_research)
             except ChatError as exc:
