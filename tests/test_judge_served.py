@@ -121,18 +121,22 @@ def test_the_litellm_judge_on_llama_cpps_server(llama_server, mode):
     print(f"{mode}: {result.proposal or result.failure} ({result.usage.calls} calls)")
 
 
+
 def test_llama_cpps_server_answers_a_lone_named_tool_with_that_call(llama_server):
-    """A repair turn offers submit_segment alone and names it in tool_choice: llama.cpp's server then
-    decodes the reply under the function's arguments, so it comes back as that call, readable."""
+    """A repair turn offers submit_segment alone, and the request names it in tool_choice: llama.cpp's server
+    then decodes the reply under the function's arguments and returns it in ``tool_calls`` (without the
+    name, this model writes its call as text in ``content``, or prose)."""
     import json
 
     from prover.chat import LiteLLMChat, LiteLLMSettings
+    from prover.chat.client import _import_litellm
     from prover.judges.agentic import SYSTEM_PROMPT, user_prompt
     from prover.judges.tools import SUBMIT_SCHEMA
 
     chat = LiteLLMChat(LiteLLMSettings(model=f"openai/{llama_server.model}", api_base=llama_server.api_base,
                                        timeout_s=900.0, cache=False, max_tokens=200))
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_prompt(request())}]
-    reply = chat.chat(messages, [SUBMIT_SCHEMA])
-    assert [c.name for c in reply.tool_calls] == ["submit_segment"], reply.text
-    assert {"traj_id", "start_turn", "end_turn"} <= set(json.loads(reply.tool_calls[0].arguments))
+    payload = chat.payload(messages, [SUBMIT_SCHEMA])  # the request exactly as the judge sends it
+    raw = _import_litellm().completion(**payload, api_key="unused", timeout=900.0).choices[0].message
+    assert [c.function.name for c in raw.tool_calls or []] == ["submit_segment"], raw.content
+    assert {"traj_id", "start_turn", "end_turn"} <= set(json.loads(raw.tool_calls[0].function.arguments))
