@@ -209,6 +209,7 @@ CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssig
     "grpo": "prover.credit.grpo:GRPO",
     "budget-matched-grpo": "prover.credit.budget_matched_grpo:BudgetMatchedGRPO",
     "gigpo": "prover.credit.gigpo:GiGPO",
+    "hgpo": "prover.credit.hgpo:HGPO",
     "spo-chain": "prover.credit.spo_chain:SPOChain",
     "spo-tree": "prover.credit.spo_tree:SPOTree",
     "prover": "prover.credit.prover:ProVer",
