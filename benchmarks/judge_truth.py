@@ -110,6 +110,9 @@ def llm_judges(specs: list[str], local: list[str]) -> dict:
         out[f"{label} tools"] = lambda c=common: LiteLLMJudge(LiteLLMJudgeConfig(**c, repair_tools="all"))
         out[f"{label} tools, submit repair"] = lambda c=common: LiteLLMJudge(
             LiteLLMJudgeConfig(**c, repair_tools="submit"))
+        # the same, structured: every answer once the research is over is decoded under the answer schema
+        out[f"{label} tools, structured repair"] = lambda c=common: LiteLLMJudge(
+            LiteLLMJudgeConfig(**c, repair_tools="submit", structured=True))
         out[f"{label} answer-only"] = lambda c=common: LiteLLMJudge(
             LiteLLMJudgeConfig(**c, mode="answer-only", structured=True))
     return out
