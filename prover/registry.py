@@ -210,6 +210,7 @@ CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssig
     "budget-matched-grpo": "prover.credit.budget_matched_grpo:BudgetMatchedGRPO",
     "gigpo": "prover.credit.gigpo:GiGPO",
     "hgpo": "prover.credit.hgpo:HGPO",
+    "graphgpo": "prover.credit.graphgpo:GraphGPO",
     "spo-chain": "prover.credit.spo_chain:SPOChain",
     "spo-tree": "prover.credit.spo_tree:SPOTree",
     "prover": "prover.credit.prover:ProVer",
