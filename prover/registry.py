@@ -215,6 +215,7 @@ CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssig
     "spo-tree": "prover.credit.spo_tree:SPOTree",
     "prover": "prover.credit.prover:ProVer",
     "criticsearch": "prover.credit.criticsearch:CriticSearch",
+    "triage": "prover.credit.triage:TRIAGE",
 })
 JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge", builtins={
     "contrast": "prover.judges.contrast:ContrastJudge",

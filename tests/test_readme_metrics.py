@@ -69,9 +69,20 @@ class AllGood(ChatModel):
         return ChatReply(json.dumps({"labels": ["Good"] * n}), prompt_tokens=20, completion_tokens=4)
 
 
+class EveryRole(ChatModel):
+    """A TRIAGE judge that gives the turns of the trajectory in its prompt the four roles in turn."""
+
+    def chat(self, messages, tools=None):
+        n = int(re.search(r"Label all (\d+) turns", messages[-1]["content"]).group(1))
+        roles = ["decisive_progress", "useful_exploration", "no_progress", "regression"]
+        return ChatReply(json.dumps({"labels": [roles[t % 4] for t in range(n)]}), prompt_tokens=20,
+                         completion_tokens=4)
+
+
 def make_method(name: str):
     cls = CREDIT.get(name)
-    return cls(critic=AllGood()) if name == "criticsearch" else cls()
+    critic = {"criticsearch": AllGood, "triage": EveryRole}.get(name)
+    return cls(critic=critic()) if critic else cls()
 
 
 def test_every_built_in_method_is_checked():

@@ -306,7 +306,7 @@ BUILTINS = {
     "envs": ["alfworld-sim", "alfworld-sim-v1", "webshop-sim", "searchqa-sim", "pivot-sim", "gymnasium",
              "gymnasium-deterministic"],
     "credit": ["grpo", "budget-matched-grpo", "gigpo", "hgpo", "graphgpo", "spo-chain", "spo-tree", "prover",
-               "criticsearch"],
+               "criticsearch", "triage"],
     "judges": ["contrast", "text-contrast", "random", "litellm", "local"],
     "engines": ["hf", "sglang"],
     "retrievers": ["bm25", "dense", "pyserini"],

@@ -135,7 +135,7 @@ def missing_setup(tree: dict) -> str | None:
         gap = _local_gap(judge, "judge")
         if gap:
             return gap
-    if _get(tree, "credit.name") == "criticsearch":
+    if _get(tree, "credit.name") in ("criticsearch", "triage"):  # a frozen critic that must be configured
         critic = _get(tree, "credit.critic") or {}
         if critic.get("backend", "litellm") == "litellm":
             return _litellm_gap(critic.get("litellm") or {}, "credit.critic.litellm")

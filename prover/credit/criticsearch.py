@@ -33,6 +33,9 @@ Departures and choices:
 6. One critic call per trajectory, calls run concurrently; eps = 1e-6 (the paper's value was not found).
 7. A structured critic (``credit.critic.local.structured=true`` or ``...litellm.structured=true``) decodes
    its reply under ``labels_schema``: exactly one "Good" or "Bad" per turn, so its labels always parse.
+
+The critic plumbing (``label``, ``label_groups``, ``critic_cost_metrics``) is shared with TRIAGE
+(``triage.py``), which replaces the system prompt, the schema's labels and the reader.
 """
 
 from __future__ import annotations
@@ -138,9 +141,10 @@ def read_labels(text: str, n_turns: int) -> list[bool] | str:
     return [label == "Good" for label in labels]
 
 
-def labels_schema(n_turns: int) -> dict:
-    """The JSON schema of a critic's answer for a run of ``n_turns`` turns (structured decoding)."""
-    labels = {"type": "array", "items": {"type": "string", "enum": ["Good", "Bad"]},
+def labels_schema(n_turns: int, names: tuple[str, ...] = ("Good", "Bad")) -> dict:
+    """The JSON schema of a critic's answer for a run of ``n_turns`` turns (structured decoding): exactly one
+    of ``names`` per turn."""
+    labels = {"type": "array", "items": {"type": "string", "enum": list(names)},
               "minItems": n_turns, "maxItems": n_turns}
     return {"type": "object", "properties": {"labels": labels}, "required": ["labels"],
             "additionalProperties": False}
@@ -170,20 +174,32 @@ class CriticSearch(CreditAssigner):
                 self._critic = LocalChat(c.local)
         return self._critic
 
-    def label(self, traj: Trajectory, group: Group) -> tuple[list[bool] | None, JudgeUsage]:
+    # what the critic is told and how its answer is read; a method with other labels (TRIAGE) replaces these
+    system_prompt: str = CRITIC_SYSTEM
+
+    def prompt(self, traj: Trajectory, group: Group) -> str:
+        return critic_prompt(traj, group, self.config.critic.obs_chars)
+
+    def schema(self, n_turns: int) -> dict:
+        return labels_schema(n_turns)
+
+    def read(self, text: str, n_turns: int) -> list | str:
+        return read_labels(text, n_turns)
+
+    def label(self, traj: Trajectory, group: Group) -> tuple[list | None, JudgeUsage]:
         """One critic conversation for one trajectory: its labels, or None when it failed."""
         cfg, usage = self.config.critic, JudgeUsage()
-        messages = [{"role": "system", "content": CRITIC_SYSTEM},
-                    {"role": "user", "content": critic_prompt(traj, group, cfg.obs_chars)}]
+        messages = [{"role": "system", "content": self.system_prompt},
+                    {"role": "user", "content": self.prompt(traj, group)}]
         for attempt in range(cfg.max_repairs + 1):
             try:
-                reply = ask(self.critic, messages, schema=labels_schema(len(traj.turns)))
+                reply = ask(self.critic, messages, schema=self.schema(len(traj.turns)))
             except ChatError:
                 usage.errors += 1
                 usage.calls, usage.failed_calls = usage.calls + 1, usage.failed_calls + 1  # sent, no reply
                 return None, usage
             count_reply(usage, reply)
-            labels = read_labels(reply.text, len(traj.turns))
+            labels = self.read(reply.text, len(traj.turns))
             if not isinstance(labels, str):
                 return labels, usage
             usage.errors += 1
@@ -193,39 +209,53 @@ class CriticSearch(CreditAssigner):
                                                         "again with the JSON object only."}]
         return None, usage
 
-    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
-        cfg = self.config
-        per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
-        chosen = [gi for gi, g in enumerate(batch.groups)
-                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible, cfg.eligible_of))
-                  and any(t.turns for t in g.trajectories)]
+    def label_groups(self, batch: Batch, chosen: list[int]) -> tuple[dict[int, dict[int, list]], JudgeUsage, int]:
+        """The critic's labels of every trajectory with turns in the ``chosen`` groups, the calls run
+        concurrently: {group: {trajectory: labels}} for the groups whose calls all succeeded, what the calls
+        cost, and how many chosen groups had a failed call (those are left out whole)."""
         jobs = [(gi, i) for gi in chosen for i, tr in enumerate(batch.groups[gi].trajectories) if tr.turns]
 
-        def work(job: tuple[int, int]) -> tuple[list[bool] | None, JudgeUsage]:
+        def work(job: tuple[int, int]) -> tuple[list | None, JudgeUsage]:
             group = batch.groups[job[0]]
             return self.label(group.trajectories[job[1]], group)
 
         if jobs:
             self.critic  # noqa: B018  (build it once, before the threads race to: a local model loads here)
-        with ThreadPoolExecutor(max_workers=max(1, min(cfg.critic.concurrency, len(jobs)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(self.config.critic.concurrency, len(jobs)))) as pool:
             results = dict(zip(jobs, pool.map(work, jobs)))
-        usage, failures, labelled, good, labelled_turns = JudgeUsage(), 0, 0, 0, 0
+        usage, failures, labelled = JudgeUsage(), 0, {}
         for u in (u for _, u in results.values()):
             usage.add(u)
         for gi in chosen:
             mine = {i: results[(gi, i)][0] for g_i, i in jobs if g_i == gi}
             if any(labels is None for labels in mine.values()):
                 failures += 1  # the whole group stays at plain GRPO
-                continue
-            labelled += 1
+            else:
+                labelled[gi] = mine
+        return labelled, usage, failures
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
+        cfg = self.config
+        per_turn = [grpo_turn_advantages(g, ctx, cfg) for g in batch.groups]
+        chosen = [gi for gi, g in enumerate(batch.groups)
+                  if (cfg.groups == "all" or in_win_range(g, cfg.eligible, cfg.eligible_of))
+                  and any(t.turns for t in g.trajectories)]
+        labelled, usage, failures = self.label_groups(batch, chosen)
+        good, labelled_turns = 0, 0
+        for gi, mine in labelled.items():
             for i, labels in mine.items():
                 per_turn[gi][i] = cfg.alpha * turn_credit(labels, cfg.credit_eps) + (1 - cfg.alpha) * per_turn[gi][i]
                 good, labelled_turns = good + sum(labels), labelled_turns + len(labels)
-        metrics = {"credit/critic_labelled_groups": float(labelled), "credit/critic_failures": float(failures),
-                   "credit/critic_calls": float(usage.calls), "credit/critic_errors": float(usage.errors),
+        metrics = {"credit/critic_labelled_groups": float(len(labelled)), "credit/critic_failures": float(failures),
                    "credit/critic_good_share": good / labelled_turns if labelled_turns else 0.0,
-                   "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
-                   "cost/judge_dollars": float(usage.dollars),
-                   "credit/critic_cached_calls": float(usage.cached_calls),  # from the reply cache, not paid
-                   "cost/judge_cached_dollars": float(usage.cached_dollars)}  # what they cost when first paid
+                   **critic_cost_metrics(usage)}
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics)
+
+
+def critic_cost_metrics(usage: JudgeUsage) -> dict[str, float]:
+    """What a step's critic calls cost, as every critic method logs it."""
+    return {"credit/critic_calls": float(usage.calls), "credit/critic_errors": float(usage.errors),
+            "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
+            "cost/judge_dollars": float(usage.dollars),
+            "credit/critic_cached_calls": float(usage.cached_calls),  # from the reply cache, not paid
+            "cost/judge_cached_dollars": float(usage.cached_dollars)}  # what they cost when first paid
