@@ -12,8 +12,15 @@
 Paper: Guo et al., "Segment Policy Optimization", arXiv 2505.23564, §3 (SPO-chain) and eq. (5)-(7);
 semantics as in AIFrameResearch/SPO (docs/methods/spo-chain.md).
 
-Preset ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[1, 3]`` (of 8, scaled
-to the group size), ``whiten=true`` and ``prob_mask=true``, each unless the run sets that field itself.
+Presets, each setting its fields unless the run sets that field itself:
+- ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[1, 3]`` (of 8, scaled to the
+  group size), ``whiten=true`` and ``prob_mask=true``.
+- ``preset: vineppo`` (VinePPO, arXiv 2410.01679; docs/methods/vineppo.md): ``interval=1``,
+  ``prob_guided=false``, ``prob_mask=false``, ``eligible=None``, ``whiten=true``, ``samples=9``. With a
+  boundary before every turn the chain is VinePPO's A_t = r_t + V(s_{t+1}) - V(s_t) exactly (gamma 1,
+  V(terminal) = 0, r_t = R on the last turn and 0 before it, so r_t + V(s_{t+1}) is our V(s_{t+1}) with
+  V(s_T) = R); departures 2 and 6 are VinePPO's own choices, 4 and 5 are inactive; whitening covers the
+  step's batch where VinePPO whitens each training mini-batch.
 
 Departures (SPO was built for single-turn reasoning):
 1. Segments are runs of whole turns and values are estimated by restoring env snapshots (the
@@ -35,7 +42,7 @@ Departures (SPO was built for single-turn reasoning):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -46,6 +53,8 @@ from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Trajectory
 
 PROVER_COMPARISON = {"eligible": (1, 3), "whiten": True, "prob_mask": True}  # what the preset sets
+# VinePPO's configs (McGill-NLP/VinePPO): a value before every step, 9 MC rollouts, whiten_advantages on
+VINEPPO = {"interval": 1, "prob_guided": False, "prob_mask": False, "eligible": None, "whiten": True, "samples": 9}
 
 
 class SPOSharedConfig(WinRangeConfig):
@@ -59,13 +68,13 @@ class SPOSharedConfig(WinRangeConfig):
                                              "eligible_of, e.g. [1, 3] as in the ProVer comparison; None for all.")
     preset: Literal["none", "prover-comparison"] = Field("none", description="'prover-comparison': eligible "
                                                          "[1, 3], whiten and prob_mask on, unless set explicitly.")
+    PRESETS: ClassVar[dict[str, dict]] = {"prover-comparison": PROVER_COMPARISON}
 
     @model_validator(mode="after")
     def _apply_preset(self) -> SPOSharedConfig:
-        if self.preset == "prover-comparison":
-            for name, value in PROVER_COMPARISON.items():
-                if name not in self.model_fields_set:
-                    setattr(self, name, value)
+        for name, value in self.PRESETS.get(self.preset, {}).items():
+            if name not in self.model_fields_set:
+                setattr(self, name, value)
         return self
 
 
@@ -74,6 +83,10 @@ class SPOChainConfig(SPOSharedConfig):
     prob_guided: bool = Field(False, description="Put boundaries before turns that hold a token with probability "
                               "below prob_threshold, keeping every interval-th of them (SPO's cutpoints).")
     samples: int = Field(4, ge=1, description="Continuations per boundary (SPO: 4 for Qwen MATH, 9 for GSM8K).")
+    preset: Literal["none", "prover-comparison", "vineppo"] = Field(
+        "none", description="'prover-comparison': eligible [1, 3], whiten and prob_mask on; 'vineppo': a value "
+        "before every turn (interval 1), 9 samples, whiten on, no mask, every group; each unless set explicitly.")
+    PRESETS: ClassVar[dict[str, dict]] = {"prover-comparison": PROVER_COMPARISON, "vineppo": VINEPPO}
 
 
 def boundaries(traj: Trajectory, cfg: SPOChainConfig) -> list[int]:
