@@ -176,6 +176,9 @@ def _graphgpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GraphGPOCo
 
 
 class GraphGPO(CreditAssigner):
+    """GraphGPO: step returns from each state's shortest-path distance to the goal in the group's transition
+    graph, normalised among same-state rows, plus GiGPO's episode term (arXiv 2605.26684)."""
+
     Config = GraphGPOConfig
     needs_groups = True
 

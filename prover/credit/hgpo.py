@@ -149,6 +149,9 @@ def _hgpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: HGPOConfig) ->
 
 
 class HGPO(CreditAssigner):
+    """HGPO: each turn's step advantage in nested groups of turns sharing 0..K earlier states, averaged with
+    context-length weights (arXiv 2602.22817; SERL's core_hgpo.py)."""
+
     Config = HGPOConfig
     needs_groups = True
 
