@@ -36,17 +36,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import random
-import subprocess
 import sys
 import time
 import types
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 from hgpo_vs_reference import alfworld_batch, few_states_batch, walk_batch
+from reference_files import PinnedFiles
 
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
@@ -55,65 +53,12 @@ from prover.types import Batch
 
 REF_REPO, REF_COMMIT = "zzj1111/alfworldauto", "234a913609ef820de826f2276b7b912e4b8b8410"  # docs/methods/graphgpo.md
 REF_FILES = {"core_graph.py": "recipe/GraphGPO/core_graph.py", "core_gigpo.py": "gigpo/core_gigpo.py"}
+REFERENCE = PinnedFiles(REF_REPO, REF_COMMIT, REF_FILES)
 TOLERANCE = 1e-6
 SETTINGS = [dict(), dict(normalize_distance=True), dict(mode="mean_norm"),
             dict(mode="mean_norm", normalize_distance=True, episode_advantage_w=0.0),
             dict(gamma=0.5, step_advantage_w=0.5, episode_advantage_w=2.0)]
 SIMILAR = [dict(similarity_thresh=0.9), dict(similarity_thresh=0.9, normalize_distance=True)]
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("PROVER_CACHE", Path.home() / ".cache" / "prover"))
-    return root / "reference" / f"alfworldauto-{REF_COMMIT[:12]}"
-
-
-def find_reference(path: Path | None, fetch: bool) -> Path | None:
-    """A folder holding core_graph.py and core_gigpo.py: from ``path`` (checkout, folder or git directory),
-    else the cache, else fetched into it."""
-    folder = path or cache_dir()
-    if all((folder / name).is_file() for name in REF_FILES):
-        return folder
-    if path is not None and all((path / p).is_file() for p in REF_FILES.values()):
-        return store({name: (path / p).read_bytes() for name, p in REF_FILES.items()})
-    if path is not None and (path / "HEAD").is_file():  # a git directory: the files at the pinned commit
-        got = {}
-        for name, p in REF_FILES.items():
-            proc = subprocess.run(["git", f"--git-dir={path}", "show", f"{REF_COMMIT}:{p}"],
-                                  capture_output=True, timeout=60)
-            if proc.returncode != 0:
-                print(f"{path}: no {REF_COMMIT[:12]}:{p} ({proc.stderr.decode().strip()})")
-                return None
-            got[name] = proc.stdout
-        return store(got)
-    if path is not None or not fetch:
-        if path is not None:
-            print(f"{path}: neither {' nor '.join(REF_FILES.values())} there")
-        return None
-    try:
-        got = {}
-        for name, p in REF_FILES.items():
-            url = f"https://raw.githubusercontent.com/{REF_REPO}/{REF_COMMIT}/{p}"
-            with urllib.request.urlopen(url, timeout=15) as resp:
-                got[name] = resp.read()
-        return store(got)
-    except OSError as e:
-        print(f"could not fetch the reference ({e.__class__.__name__}: {e})")
-        return None
-
-
-def store(files: dict[str, bytes]) -> Path:
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-    return folder
-
-
-def how_to_get() -> str:
-    lines = [f"  curl -fsSL --create-dirs -o {cache_dir() / name} "
-             f"https://raw.githubusercontent.com/{REF_REPO}/{REF_COMMIT}/{p}" for name, p in REF_FILES.items()]
-    return ("reference absent. Get it with\n" + "\n".join(lines) + "\nor pass --reference PATH (a checkout or git "
-            "directory of zzj1111/alfworldauto, or a folder with core_graph.py and core_gigpo.py)")
 
 
 class _Anything(types.ModuleType):
@@ -221,9 +166,9 @@ def main() -> int:
                     "core_graph.py and core_gigpo.py")
     ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
     args = ap.parse_args()
-    folder = find_reference(args.reference, fetch=not args.no_fetch)
+    folder = REFERENCE.find(args.reference, fetch=not args.no_fetch)
     if folder is None:
-        print(how_to_get())
+        print(REFERENCE.how_to_get())
         return 2
     ref = load_reference(folder)
     print(f"reference: {REF_REPO}@{REF_COMMIT[:12]}:{REF_FILES['core_graph.py']} ({folder}), float32 made float64\n")

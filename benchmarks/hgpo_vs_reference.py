@@ -33,18 +33,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
-import os
 import random
-import subprocess
 import sys
 import time
 import types
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+from credit_speed import record_batch
+from credit_vs_reference import synthetic_batch
+from reference_files import PinnedFiles
 
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
@@ -53,54 +52,11 @@ from prover.types import Batch, Group, Trajectory, Turn
 
 REF_REPO, REF_COMMIT = "OliverLeeXZ/SERL", "5a2a85b171c634bfed25687167d1347ca4474dc4"  # as docs/methods/hgpo.md
 REF_PATH = "recipe/hgpo/core_hgpo.py"
+REFERENCE = PinnedFiles(REF_REPO, REF_COMMIT, {"core_hgpo.py": REF_PATH})
 TOLERANCE = 1e-6
 SETTINGS = [dict(mode=m, base_group=b) for m in ("mean_std_norm", "mean_norm") for b in (False, True)] + [
     dict(mode="mean_std_norm", base_group=True, history_length=4, length_weight_alpha=0.5),
     dict(mode="mean_norm", base_group=False, history_length=4, length_weight_alpha=0.5)]
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("PROVER_CACHE", Path.home() / ".cache" / "prover"))
-    return root / "reference" / f"SERL-{REF_COMMIT[:12]}"
-
-
-def find_reference(path: Path | None, fetch: bool) -> Path | None:
-    """core_hgpo.py: under ``path`` (checkout, folder or git directory), else cached, else fetched."""
-    folder = path or cache_dir()
-    for candidate in (folder / REF_PATH, folder / "core_hgpo.py"):
-        if candidate.is_file():
-            return candidate
-    if path is not None and (path / "HEAD").is_file():  # a git directory: take the file at the pinned commit
-        proc = subprocess.run(["git", f"--git-dir={path}", "show", f"{REF_COMMIT}:{REF_PATH}"],
-                              capture_output=True, timeout=60)
-        if proc.returncode == 0:
-            return store(proc.stdout)
-        print(f"{path}: no {REF_COMMIT[:12]}:{REF_PATH} ({proc.stderr.decode().strip()})")
-        return None
-    if path is not None or not fetch:
-        if path is not None:
-            print(f"{path}: no {REF_PATH} (nor core_hgpo.py) there")
-        return None
-    url = f"https://raw.githubusercontent.com/{REF_REPO}/{REF_COMMIT}/{REF_PATH}"
-    try:
-        with urllib.request.urlopen(url, timeout=15) as resp:
-            return store(resp.read())
-    except OSError as e:
-        print(f"could not fetch the reference ({e.__class__.__name__}: {e})")
-        return None
-
-
-def store(data: bytes) -> Path:
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "core_hgpo.py").write_bytes(data)
-    return folder / "core_hgpo.py"
-
-
-def how_to_get() -> str:
-    return (f"reference absent. Get it with\n  curl -fsSL --create-dirs -o {cache_dir() / 'core_hgpo.py'} "
-            f"https://raw.githubusercontent.com/{REF_REPO}/{REF_COMMIT}/{REF_PATH}\n"
-            "or pass --reference PATH (a SERL checkout or git directory, or a folder with core_hgpo.py)")
 
 
 def load_reference(file: Path) -> types.ModuleType:
@@ -119,10 +75,7 @@ def load_reference(file: Path) -> types.ModuleType:
 
 
 def walk_batch(seed: int = 7) -> Batch:
-    spec = importlib.util.spec_from_file_location("_cvr", Path(__file__).with_name("credit_vs_reference.py"))
-    cvr = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cvr)
-    return cvr.synthetic_batch(seed, groups=8)
+    return synthetic_batch(seed, groups=8)
 
 
 def few_states_batch(seed: int = 3) -> Batch:
@@ -150,10 +103,7 @@ def few_states_batch(seed: int = 3) -> Batch:
 
 
 def alfworld_batch() -> Batch:
-    spec = importlib.util.spec_from_file_location("_cs", Path(__file__).with_name("credit_speed.py"))
-    cs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cs)
-    return cs.record_batch(6, 8, 30, noise=0.6)
+    return record_batch(6, 8, 30, noise=0.6)
 
 
 def reference_rows(ref: types.ModuleType, batch: Batch, cfg: TrainConfig, hgpo: HGPOConfig) -> np.ndarray:
@@ -208,10 +158,11 @@ def main() -> int:
     ap.add_argument("--reference", type=Path, help="SERL checkout or git directory, or a folder with core_hgpo.py")
     ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
     args = ap.parse_args()
-    file = find_reference(args.reference, fetch=not args.no_fetch)
-    if file is None:
-        print(how_to_get())
+    folder = REFERENCE.find(args.reference, fetch=not args.no_fetch)
+    if folder is None:
+        print(REFERENCE.how_to_get())
         return 2
+    file = folder / "core_hgpo.py"
     ref = load_reference(file)
     print(f"reference: {REF_REPO}@{REF_COMMIT[:12]}:{REF_PATH} ({file}), float32 casts made float64\n")
     print("| batch | anchor | setting | rows | max abs diff | rows > 1e-6 | rows equal | ours / ref ms |")
