@@ -79,8 +79,8 @@ def main() -> None:
     cfg = load_config(None, [])
     judge = make_judge(cfg)  # the default judge (contrast: free and deterministic), for ProVer
     for name in CREDIT.names():
-        if name == "spo-tree":  # its advantage is its tree of generations; nothing is left without them
-            print("| spo-tree | (all generation; see the Brancher line) | |")
+        if name in ("spo-tree", "tree-grpo"):  # its advantage is its tree of generations; nothing is left without them
+            print(f"| {name} | (all generation; see the Brancher line) | |")
             continue
         method = CREDIT.get(name)()
         ctx = CreditContext(cfg, brancher=RecordedOutcomes(random.Random(1)), judge=judge)

@@ -4,7 +4,7 @@ Credit methods that need Monte-Carlo values (ProVer, SPO-chain, SPO-tree, budget
 "from the state before turn t of trajectory i, run n continuations and give me their outcomes". The
 Brancher plays all requests of a step in one lockstep batch through the rollout machinery, counts every
 token it generates, and never adds continuations to the training batch (a method that trains on them,
-like SPO-tree, takes ``BranchResult.trajectories`` itself).
+like SPO-tree or Tree-GRPO, takes ``BranchResult.trajectories`` itself).
 """
 
 from __future__ import annotations

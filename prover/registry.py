@@ -213,6 +213,7 @@ CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssig
     "graphgpo": "prover.credit.graphgpo:GraphGPO",
     "spo-chain": "prover.credit.spo_chain:SPOChain",
     "spo-tree": "prover.credit.spo_tree:SPOTree",
+    "tree-grpo": "prover.credit.tree_grpo:TreeGRPO",
     "prover": "prover.credit.prover:ProVer",
     "criticsearch": "prover.credit.criticsearch:CriticSearch",
     "triage": "prover.credit.triage:TRIAGE",

@@ -132,7 +132,7 @@ def test_every_logged_metric_is_documented(tiny_run_overrides, tmp_path):
     assert not missing, f"metrics not documented in README.md: {missing}"
 
 
-@pytest.mark.parametrize("method", ["grpo", "gigpo", "spo-chain", "spo-tree", "budget-matched-grpo"])
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "spo-chain", "spo-tree", "tree-grpo", "budget-matched-grpo"])
 def test_every_credit_method_trains_by_name(method, tiny_run_overrides, tmp_path):
     cfg = load_config(None, tiny_run_overrides + [f"credit.name={method}", "steps=1"])
     Trainer(cfg).train()

@@ -305,8 +305,8 @@ def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_
 BUILTINS = {
     "envs": ["alfworld-sim", "alfworld-sim-v1", "webshop-sim", "searchqa-sim", "pivot-sim", "gymnasium",
              "gymnasium-deterministic"],
-    "credit": ["grpo", "budget-matched-grpo", "gigpo", "hgpo", "graphgpo", "spo-chain", "spo-tree", "prover",
-               "criticsearch", "triage"],
+    "credit": ["grpo", "budget-matched-grpo", "gigpo", "hgpo", "graphgpo", "spo-chain", "spo-tree", "tree-grpo",
+               "prover", "criticsearch", "triage"],
     "judges": ["contrast", "text-contrast", "random", "litellm", "local"],
     "engines": ["hf", "sglang"],
     "retrievers": ["bm25", "dense", "pyserini"],

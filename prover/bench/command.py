@@ -25,7 +25,7 @@ def _epilog() -> str:
     for name, f in PowerSpec.model_fields.items():
         lines.append(f"  power.{name}\n      {f.description}")
     lines.append("methods: a credit name (grpo, budget-matched-grpo, gigpo, spo-chain, spo-tree,\n"
-                 "criticsearch) or credit+judge (prover+contrast, prover+random, prover+litellm,\n"
+                 "tree-grpo, criticsearch) or credit+judge (prover+contrast, prover+random, prover+litellm,\n"
                  "prover+local); see `prover list`.")
     return "\n".join(lines)
 

@@ -17,10 +17,10 @@ Preset ``preset: prover-comparison`` (as in the ProVer comparison): ``eligible=[
 to the group size), ``whiten=true`` and ``prob_mask=true`` (the reference trainer applies both to tree
 edges, docs/methods/spo-tree.md), each unless the run sets that field itself.
 
-Tree-GRPO (arXiv 2509.21240) is not a preset of this method: it grows trees by expanding random nodes
-to the end, trains on whole root-to-leaf trajectories, and gives each leaf
-(R - mean_prompt)/std_prompt + (R - mean_tree)/std_tree; none of that is an SPO-tree setting
-(docs/methods/tree-grpo.md).
+Tree-GRPO (arXiv 2509.21240) is not a preset of this method but one of its own (``tree-grpo``,
+prover/credit/tree_grpo.py): it grows trees by expanding random nodes to the end, trains on whole
+root-to-leaf trajectories, and gives each leaf (R - mean_prompt)/std_prompt + (R - mean_tree)/std_tree;
+none of that is an SPO-tree setting (docs/methods/tree-grpo.md).
 
 Departures:
 1. A segment is ``turns_per_level`` whole agent turns (the paper: at most M tokens of one response);
