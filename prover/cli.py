@@ -115,8 +115,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = _config(args)
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
     engine = make_engine(cfg.engine.name, str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
-    rollout = build_rollout(cfg, engine, lambda: make_env(cfg.env.name, **cfg.env.kwargs))
-    record, batch = evaluate_policy(cfg, rollout)  # the trainer's own evaluation, in one process
+    rollout = None
+    try:
+        rollout = build_rollout(cfg, engine, lambda: make_env(cfg.env.name, **cfg.env.kwargs))
+        record, batch = evaluate_policy(cfg, rollout)  # the trainer's own evaluation, in one process
+    finally:  # however it ends, as the trainer closes its engine (servers, threads, a local model)
+        try:
+            if rollout is not None:
+                rollout.close()
+        finally:
+            engine.close()
     print(f"{model}: success {record['eval/success']:.3f} on {cfg.eval.episodes} {cfg.eval.split!r} episodes "
           f"of {cfg.env.name} (mean turns {batch_metrics(batch)['rollout/turns']:.1f})")
     return 0
@@ -132,12 +140,21 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("  (none)")
         for e in entries:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
-            print(f"  {e.name:<22} {e.origin:<40} {target}")
+            print(f"  {e.name:<22} {_origin(reg, e):<40} {target}")
             if kind == "judges":  # what a judge reads (hidden state or not) matters to a comparison
                 summary = " ".join((_docstring(e.target) or "").split("\n\n")[0].split())
                 if summary:
                     print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0
+
+
+def _origin(reg: Any, entry: Any) -> str:
+    """Where a name comes from, as `prover list` shows it: ``built-in`` (prover's own table),
+    ``registered in code`` (a program's ``register`` call), else the registry's own words
+    (``entry point (<distribution> <version>)``)."""
+    if entry.origin != "code":  # the registry says "code" for a built-in and a register() call alike
+        return entry.origin
+    return "built-in" if reg.builtins.get(entry.name) == entry.target else "registered in code"
 
 
 def _docstring(target: Any) -> str | None:
@@ -181,11 +198,13 @@ def _env_kwargs(texts: list[str]) -> dict[str, Any]:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
+    from prover.config import check_env_settings
     from prover.envs import make_env
     from prover.envs.checker import check_env, check_gymnasium
     from prover.errors import ContractError
 
     kwargs, stage = _env_kwargs(args.kwargs), "building the env"
+    check_env_settings(args.name, kwargs)  # the check `prover train` makes of env.kwargs: the same one line
     try:
         env = make_env(args.name, **kwargs)  # its errors name the env already
         stage = "checking the env"

@@ -166,7 +166,8 @@ class RunConfig(Section):
                              "`prover view` (those with a judge's proposal first); 0 keeps none.")
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = Field(default_factory=list, description=
         "Experiment trackers that also get every metrics.jsonl row and the config, e.g. [tensorboard,wandb] or "
-        "tensorboard; each needs its extra (pip install 'prover-rl[tensorboard]'); see prover/trackers.py.")
+        "tensorboard; each needs its extra (pip install 'prover-rl[tensorboard]'); --resume continues the same "
+        "tracker runs (ids kept in <run.dir>/trackers.json); see prover/trackers.py.")
 
     @field_validator("dir")
     @classmethod
@@ -306,17 +307,25 @@ def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> No
                           f"(env.kwargs: {', '.join(model.model_fields) or 'none'}); fix the recipe")
 
 
+def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:
+    """The env ``name`` resolved to a TextEnv class and ``kwargs`` checked by its ``Config``: the one check
+    of ``env.kwargs``, for `prover train` when its config loads and for `prover check-env`."""
+    from prover.envs.base import TextEnv
+    from prover.registry import ENVS
+
+    env_cls = ENVS.get(name)
+    if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
+        raise ContractError(f"env {name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
+                            "prover.envs.TextEnv subclass")
+    return env_cls.parse_settings(kwargs, "env.kwargs", name)
+
+
 def check_parts_fit(cfg: TrainConfig) -> None:
     """Resolve every registry name now, so a bad name fails before any work starts."""
-    from prover.envs.base import TextEnv
-    from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
+    from prover.registry import CREDIT, ENGINES, JUDGES
 
-    env_cls = ENVS.get(cfg.env.name)
-    if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
-        raise ContractError(f"env {cfg.env.name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
-                            "prover.envs.TextEnv subclass")
     # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
-    env_cls.parse_settings(cfg.env.kwargs, "env.kwargs", cfg.env.name)
+    check_env_settings(cfg.env.name, cfg.env.kwargs)
     ENGINES.get(cfg.engine.name).validate_kwargs(cfg.engine.kwargs)
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)

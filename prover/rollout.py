@@ -199,6 +199,12 @@ class Rollout:
             self._pool.append(self.make_env())
         return self._pool[:n]
 
+    def close(self) -> None:
+        """Close the pooled envs (``gymnasium.Env.close``; the ``gymnasium`` adapter closes the env it wraps)."""
+        pool, self._pool = self._pool, []
+        for env in pool:
+            env.close()
+
     def run(self, task_seeds: list[int], group_size: int | list[int], *, split: str = "train", seed: int = 0,
             record_snapshots: bool = False, sampling: SamplingParams | None = None,
             on_turn: Callable[[int, int], None] | None = None) -> Batch:

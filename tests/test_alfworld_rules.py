@@ -214,3 +214,39 @@ def test_tables_match_the_installed_alfworld():
     for fact in ("(cleanable ?o)", "(receptacleType ?r SinkBasinType)", "(toggleable ?o)", "(sliceable ?co)",
                  "(canContain ?rt ?ot)", "(pickupable ?o)"):
         assert fact in domain, fact
+
+
+# -- commands: matched as ALFWorld matches them ----------------------------------------------------
+def test_commands_match_exactly_unless_normalisation_is_asked_for():
+    # ALFWorld's engine is TextWorld's PddlEnv (textworld 1.7.0, textworld/envs/pddl/pddl.py, PddlEnv.step):
+    # ``command = command.strip()``, then ``self.prev_state["_valid_commands"].index(command)``; a command
+    # not in the list raises ValueError, answered ``self.state.feedback = "Nothing happens."``, and the game
+    # state is left as it was. So case and inner spaces count and the ends do not (the alfworld plugin's
+    # README, "Commands", and its test_commands_reach_the_engine_as_written_unless_normalisation_is_asked_for).
+    def at_toilet(**kwargs):  # a bathroom whose first admissible moves include the toilet
+        env = AlfworldSimEnv(**kwargs)
+        seed = next(s for s in range(300) if "go to toilet 1" in env.reset(seed=s)[1]["admissible_actions"])
+        env.reset(seed=seed)
+        return env
+
+    exact = at_toilet()
+    arrived, *_, info = exact.step("go to toilet 1")
+    assert info["is_action_valid"] and arrived.startswith("You arrive at toilet 1.")
+    examined, *_, info = exact.step("examine toilet 1")
+    assert info["is_action_valid"] and examined != "Nothing happens."
+    for normalize in (False, True):
+        env = at_toilet(normalize_commands=normalize)
+        key = env.state_key()
+        obs, reward, terminated, _, info = env.step("go to  toilet 1")  # two spaces
+        if not normalize:
+            assert (obs, reward, terminated, info["is_action_valid"]) == ("Nothing happens.", 0.0, False, False)
+            assert env.state_key() == key
+            obs, *_, info = env.step(" go to toilet 1\t")  # stripped, as PddlEnv.step does
+        assert info["is_action_valid"] and obs == arrived
+        assert "examine toilet 1" in info["admissible_actions"]
+        key = env.state_key()
+        obs, *_, info = env.step("Examine toilet 1")
+        assert info["is_action_valid"] is normalize and obs == (examined if normalize else "Nothing happens.")
+        assert env.state_key() == key  # examining changes nothing either way
+    with pytest.raises(ConfigError, match="env.kwargs.normalize_commands"):
+        AlfworldSimEnv.parse_settings({"normalize_commands": "sometimes"}, "env.kwargs", "alfworld-sim")

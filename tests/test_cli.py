@@ -85,6 +85,26 @@ def test_list_prints_every_registry_and_grpo(cli):
     assert any(line.split()[0] == "hf" for line in engines)
 
 
+def test_list_names_where_each_name_comes_from(capsys):
+    """The second column: ``built-in`` for prover's own table, ``registered in code`` for a register() call,
+    ``entry point (<distribution> <version>)`` for an installed plugin."""
+    from prover.cli import main
+    from prover.registry import ENVS
+
+    ENVS.register("listed-in-code-test", "prover.envs.pivot_sim:PivotSimEnv")
+    try:
+        assert main(["list"]) == 0
+    finally:
+        ENVS.unregister("listed-in-code-test")
+    out = capsys.readouterr().out.splitlines()  # a name's row is indented 2; a judge's summary, 6
+    rows = {line.split()[0]: line for line in out if line.startswith("  ") and not line.startswith("   ")}
+    assert rows["alfworld-sim"].split()[1] == "built-in" and rows["grpo"].split()[1] == "built-in"
+    assert rows["listed-in-code-test"].split()[1:4] == ["registered", "in", "code"]
+    assert not any(line.split()[1] == "code" for line in rows.values())
+    plugins = [line for line in rows.values() if " entry point (" in line]
+    assert all(line.split()[1:3] == ["entry", "point"] for line in plugins)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)
 def test_bad_input_is_one_error_line_and_exit_code_2(cli, case):
@@ -198,3 +218,31 @@ def test_progress_in_a_log_file_is_printed_as_lines():
         for _ in range(3):
             tick()
     assert "warm start: 3/3" in out.getvalue()  # the last tick always prints, whatever the interval
+
+
+def test_eval_closes_its_engine_and_envs_however_it_ends(tiny_policy_dir, tmp_path, monkeypatch, capsys):
+    """`prover eval` releases what its engine holds (servers, threads, a local model) and closes its envs
+    (gymnasium.Env.close), as the trainer closes its engine: after a success and after a failure."""
+    from prover.cli import main
+    from prover.engines.hf import HFEngine
+    from prover.envs.alfworld_sim import AlfworldSimEnv
+    from prover.errors import ConfigError
+
+    closed = []
+    monkeypatch.setattr(HFEngine, "close", lambda self: closed.append("engine"))
+    monkeypatch.setattr(AlfworldSimEnv, "close", lambda self: closed.append("env"))
+    argv = ["eval", "--model", str(tiny_policy_dir), f"run.dir={tmp_path / 'run'}", "eval.episodes=2",
+            "rollout.max_turns=2", "rollout.sampling.max_new_tokens=4"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "success" in capsys.readouterr().out
+    assert closed == ["env", "env", "engine"]  # one env per eval episode, then the engine
+
+    def fail(cfg, rollout):
+        rollout._envs(1)  # the failure comes after an env was built
+        raise ConfigError("the evaluation failed")
+
+    closed.clear()
+    monkeypatch.setattr("prover.trainer.evaluate_policy", fail)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "prover: error: the evaluation failed\n"
+    assert closed == ["env", "engine"]

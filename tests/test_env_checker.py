@@ -211,7 +211,7 @@ def test_check_env_command_passes_a_correct_env_with_its_arguments(capsys):
 @pytest.mark.parametrize("argv, expected", [
     ([_target(KeyForgetsTheKey)], ": check_env [state-key]: state_key() leaves out part of the state"),
     ([_target(Corridor), "max_steps"], "env argument 'max_steps' is not of the form key=value"),
-    ([_target(Corridor), "max_step=3"], "rejected its arguments ['max_step']"),
+    ([_target(Corridor), "max_step=3"], f"unknown config field 'env.kwargs.max_step' for env '{_target(Corridor)}'"),
     (["no-such-env"], "unknown env 'no-such-env'"),
 ])
 def test_check_env_command_reports_one_line_and_exits_2(capsys, argv, expected):
@@ -219,3 +219,20 @@ def test_check_env_command_reports_one_line_and_exits_2(capsys, argv, expected):
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     assert captured.err.startswith("prover: error: ") and expected in captured.err, captured.err
+
+
+@pytest.mark.parametrize("setting, expected", [
+    # the env's Config (Configurable.parse_settings, prover/plugin_config.py): validation_line's wording
+    ("max_steps=abc", "config field 'env.kwargs.max_steps' of env 'alfworld-sim': Input should be a valid integer"),
+    ("foo=1", "unknown config field 'env.kwargs.foo' for env 'alfworld-sim'; its fields: env.kwargs.task_types"),
+    # a value only the constructor can judge: its own ConfigError, in both commands
+    ("task_types=[nope]", "alfworld-sim: task_types ['nope'] invalid"),
+])
+def test_check_env_refuses_a_bad_setting_with_the_line_prover_train_prints(capsys, tmp_path, setting, expected):
+    # the one settings rule: `prover check-env NAME k=v` checks k=v as `prover train env.kwargs.k=v` does
+    assert main(["train", "env.name=alfworld-sim", f"env.kwargs.{setting}", f"run.dir={tmp_path / 'run'}"]) == 2
+    train = capsys.readouterr().err
+    assert main(["check-env", "alfworld-sim", setting]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == train and len(train.splitlines()) == 1
+    assert train.startswith(f"prover: error: {expected}") and not (tmp_path / "run").exists()

@@ -16,7 +16,7 @@ stand-in is prompted identically here. Reward is 1.0 on the step that wins, ``te
 
 Commands reach the engine as the agent wrote them, as in ALFWorld: "Examine toilet 1" is not
 admissible and the engine answers "Nothing happens.". ``normalize_commands=True`` lower-cases them and
-collapses runs of spaces first (what ``alfworld-sim`` always does), which is more lenient than ALFWorld.
+collapses runs of spaces first (``alfworld-sim``'s switch of the same name), more lenient than ALFWorld.
 
 The expert (``expert_action``, for the warm start) is ALFWorld's ``planner`` expert: the first command
 of Fast Downward's plan from the current true state, for generated games and a user's games alike.

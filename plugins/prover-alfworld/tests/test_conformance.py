@@ -29,9 +29,9 @@ NOISE = ("jump", "take apple 9 from fridge 1", "go to moon 1", "examine", "  LOO
 
 
 def real_env(task_type: str, max_steps: int, scene: str, rules: str) -> AlfworldEnv:
-    # The sim normalises case and spacing; the real env does so only when asked.
-    return AlfworldEnv(task_types=(task_type,), max_steps=max_steps, scene=scene, normalize_commands=True,
-                       rules=rules)
+    # Both engines match a command as ALFWorld does by default (ends stripped, then exact), so the noise
+    # "  LOOK  " is "Nothing happens." on both.
+    return AlfworldEnv(task_types=(task_type,), max_steps=max_steps, scene=scene, rules=rules)
 
 
 def play_both(task_type: str, seed: int, pick, max_steps: int = 50, split: str = "train",

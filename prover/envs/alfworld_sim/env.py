@@ -12,6 +12,13 @@ and shared locations counted from ALFWorld's shipped games). ``rules="v1"``, whi
 ``alfworld-sim-v1`` sets, keeps the sim's first tables (``rules_v1.py``) and their dynamics, so that
 results obtained before the switch can be reproduced.
 
+Commands are matched as ALFWorld matches them: TextWorld's ``PddlEnv.step`` strips the ends of a
+command, then looks it up exactly among the admissible ones, so "Examine toilet 1" or "go to  toilet 1"
+(two spaces) answers "Nothing happens." and changes nothing. ``normalize_commands=True`` lower-cases a
+command and collapses its runs of spaces first, which is more lenient than ALFWorld (the ``alfworld``
+plugin has the same switch). In a rollout the switch changes little: ``AgentSpec.parse`` lower-cases a
+policy's completion and collapses the spaces inside its action tags before the env sees it.
+
 Difficulty: the defaults are small rooms (4-7 receptacles, 1-2 distractors) for tiny models on a CPU;
 ``scene="full"`` gives ALFWorld-sized rooms. ``reset(seed=s, options={"split": "test"})`` draws from
 rooms that no train seed ever produces (ALFWorld's unseen split).
@@ -38,7 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from prover.envs.alfworld_sim.engine import NOTHING, State, choices, feedback, transition, welcome, won
 from prover.envs.alfworld_sim.expert import inspect_after, observed_action, plan
@@ -83,7 +92,10 @@ class AlfworldSimEnv(TextEnv):
                  n_receptacles: int | Sequence[int] | None = None,
                  n_distractors: int | Sequence[int] | None = None,
                  grammar: str = "move", max_steps: int = 50, prompt: str = "compact",
-                 rules: str = "alfworld") -> None:
+                 rules: str = "alfworld",
+                 normalize_commands: Annotated[bool, Field(description=(
+                     "lower-case a command and collapse its spaces before matching it; false matches it "
+                     "exactly after stripping its ends, as ALFWorld (TextWorld) does"))] = False) -> None:
         for name, value, valid in (("scene", scene, SCENES), ("grammar", grammar, ("move", "put")),
                                    ("prompt", prompt, PRESETS), ("rules", rules, RULES)):
             if value not in valid:
@@ -101,6 +113,7 @@ class AlfworldSimEnv(TextEnv):
         self.grammar = grammar
         self.rules = rules
         self.max_steps = max_steps
+        self.normalize_commands = normalize_commands
         self.agent_spec = PRESETS[prompt]
         self.world: World | None = None
 
@@ -119,7 +132,8 @@ class AlfworldSimEnv(TextEnv):
         return welcome(self.world, self.state), self._info(True)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        cmd = self._choices.get(" ".join(action.lower().split()))
+        # PddlEnv.step: command.strip(), then an exact lookup; "Nothing happens." when it is not there
+        cmd = self._choices.get(" ".join(action.lower().split()) if self.normalize_commands else action.strip())
         if cmd is None:
             obs = NOTHING
         else:

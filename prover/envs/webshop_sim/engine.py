@@ -3,24 +3,27 @@
 The page graph is the real site's: ``search`` -> ``results`` (10 per page from up to 50 hits, with
 ``Back to Search``, ``< Prev`` after page 1, ``Next >`` and product ids) -> ``item`` (option groups,
 ``Description``, ``Features``, ``Reviews``, ``Buy Now``, ``< Prev``, ``Back to Search``) -> ``sub`` (one of
-the three texts, ``< Prev`` back to the item) -> ``done`` after ``Buy Now``. The text is the visible
-strings joined by `` [SEP] ``, as WebShop's ``text`` observation mode renders its templates: the
-``WebShop`` heading only on the search page (search_page.html has it, the others do not), and ``Next >``
-on every results page, the last included (results_page.html); clicking it past the last page shows an
-empty page, as WebShop does. The clickables are WebShop's ``get_available_actions``
-(web_agent_text_env.py) order: the buttons and product links in page order, then the option values,
-each text once.
+the three texts, ``< Prev`` back to the item) -> ``done`` after ``Buy Now``, done_page.html read whole
+(``done_page``: the thank-you line, the MTurk-code line, the purchase, the unset target fields, the
+score). The text is the visible strings joined by `` [SEP] ``, as WebShop's ``text`` observation mode
+renders its templates: the ``WebShop`` heading only on the search page (search_page.html has it, the
+others do not), and ``Next >`` on every results page, the last included (results_page.html); clicking it
+past the last page shows an empty page, as WebShop does. The clickables are WebShop's
+``get_available_actions`` (web_agent_text_env.py) order: the buttons and product links in page order,
+then the option values, each text once.
 
 Actions follow WebShop's text env: ``name[arg]`` (regex ``(.+)\\[(.+)\\]``, matched at the start), the
 argument lower-cased; ``search[q]`` works from any page; ``click[x]`` needs ``x`` among the page's
 lower-cased clickables and not ``search``. Anything else is a no-op.
 
 Switch (``rules.Rules.pages``): ``"prover-v0"`` renders prover's earlier pages (the heading on every
-page, ``Next >`` only while more results follow, the option values before ``Description``).
+page, ``Next >`` only while more results follow, the option values before ``Description``, and a short
+done page: the thank-you line, ``Purchased``, the code and the score to two decimals).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 
@@ -123,10 +126,29 @@ def render(catalog: Catalog, goal: Goal, page: Page, rules: Rules = WEBSHOP) -> 
             parts.append(product.description)
         else:
             parts += list(product.bullets if page.sub == "features" else product.reviews)
-    else:  # done: a short form of WebShop's confirmation page
+    elif rules.pages == "prover-v0":  # done: prover's earlier short form of the confirmation page
         parts = ["Thank you for shopping with us!", "Purchased", page.asin,
                  "Your score (min 0.0, max 1.0)", f"{page.score:.2f}"]
+    else:
+        parts = done_page(page)
     return SEP.join(parts)
+
+
+def done_page(page: Page) -> list[str]:
+    """done_page.html's strings as WebShop's ``text`` mode reads them. ``SimServer.done`` renders it with
+    the reward, ASIN and options only, so the MTurk code, the purchase's attrs, category and queries, and
+    ``goal | pprint`` print ``None`` and the ``goal.*`` fields nothing (no string at all); ``tag_visible``
+    judges a string by its parent tag's name alone, so the ``display:none`` block and the ``hidden`` h4
+    are read too. Options are Flask's ``tojson``: sorted keys (the lower-cased option names), ASCII, and
+    ``< > & '`` as ``\\u003c \\u003e \\u0026 \\u0027``; the score is Python's ``str`` of the float."""
+    options = json.dumps({name.lower(): value for name, value in page.options}, sort_keys=True)
+    for char in "<>&'":
+        options = options.replace(char, f"\\u{ord(char):04x}")
+    return ["Thank you for shopping with us!", "Your code:", "None", "(Paste it in your MTurk interface.)",
+            "Purchased", "asin", page.asin, "options", options, "attrs", "None", "category", "None", "query",
+            "None", "product category", "None", "Target", "asin", "options", "attrs", "price upper",
+            "instuction text", "category", "product category", "query", "Goal", "None", "Reward",
+            "Your score (min 0.0, max 1.0)", str(page.score), "Reward Details", "None"]
 
 
 def apply(catalog: Catalog, index, goal: Goal, page: Page, action: str,

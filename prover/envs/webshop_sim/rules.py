@@ -10,8 +10,9 @@ prover's earlier behaviour, kept so that runs recorded before issue 15 can be re
   repeats, as ``get_type_reward`` does; ``"unique"`` counts each goal noun once.
 * ``pages``: ``"webshop"`` renders the pages as WebShop's templates do (the ``WebShop`` heading only on
   the search page; ``Next >`` on every results page; item-page clickables list the buttons before the
-  option values). ``"prover-v0"`` renders them as prover did before: the heading on every page, ``Next >``
-  only while more results follow, and the option values before ``Description``.
+  option values; the whole done page after ``Buy Now``). ``"prover-v0"`` renders them as prover did
+  before: the heading on every page, ``Next >`` only while more results follow, the option values before
+  ``Description``, and a five-string done page.
 """
 
 from __future__ import annotations
