@@ -4,6 +4,7 @@
     <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
     <run.dir>/groups.jsonl         a few rollout groups per step as text (run.save_groups), for `prover view`
     <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/trackers.py)
+    <run.dir>/trackers.json        the tracker runs (ids, last row sent) that --resume continues
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
     <run.dir>/checkpoints/step-N   model, tokenizer, optimizer and rng state (.json + .safetensors: data, never
@@ -28,7 +29,7 @@ from typing import Any
 
 from prover.config import TrainConfig, dump_config
 from prover.errors import CheckpointError, ConfigError, RunFolderError
-from prover.trackers import Trackers
+from prover.trackers import KEPT_FILE, Trackers
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -156,10 +157,12 @@ class RunDir:
         return moved
 
     def move_old_run_aside(self) -> Path | None:
-        """metrics.jsonl, groups.jsonl, config.yaml, checkpoints/ and tensorboard/ of an earlier run into
-        ``<run.dir>.old-<UTC time>``; None when the folder holds no earlier history. (wandb/ and mlflow.db
-        stay: they keep each run apart themselves, where TensorBoard would draw both runs as one.)"""
-        history = [self.metrics_path, self.groups_path, self.ckpt_root, self.path / "tensorboard"]
+        """metrics.jsonl, groups.jsonl, config.yaml, checkpoints/, tensorboard/ and trackers.json of an earlier
+        run into ``<run.dir>.old-<UTC time>``; None when the folder holds no earlier history. (wandb/ and
+        mlflow.db stay: they keep each run apart themselves, where TensorBoard would draw both runs as one;
+        trackers.json goes, so that the new run starts new tracker runs instead of continuing the old ones.)"""
+        history = [self.metrics_path, self.groups_path, self.ckpt_root, self.path / "tensorboard",
+                   self.path / KEPT_FILE]
         if not any(p.exists() for p in history):
             return None
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

@@ -19,7 +19,7 @@ from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import TrainConfig
 from prover.run import RunDir
-from prover.trackers import TRACKERS, Trackers, flat_config
+from prover.trackers import KEPT_FILE, TRACKERS, Trackers, flat_config
 
 # two rows as metrics.jsonl holds them: an evaluation, then a train step (a bool and an int among the numbers)
 ROWS = [{"step": 0, "phase": "eval", "eval/success": 0.25, "eval/episodes": 4.0},
@@ -82,9 +82,11 @@ def test_a_fresh_start_moves_the_old_runs_tensorboard_folder_aside(tmp_path):
     run = tmp_path / "run"
     (run / "tensorboard").mkdir(parents=True)
     (run / "tensorboard" / "events.out.tfevents.1").write_text("old run")
+    (run / KEPT_FILE).write_text('{"mlflow": {"run_id": "0123abcd"}}')
     aside = RunDir(_cfg(run)).start(fresh=True)
     assert (aside / "tensorboard" / "events.out.tfevents.1").read_text() == "old run"
     assert not (run / "tensorboard").exists()  # the new run's curves start alone
+    assert (aside / KEPT_FILE).is_file() and not (run / KEPT_FILE).exists()  # and new tracker runs, not the old
 
 
 # -- (b) wandb, offline: its folder is inside the run folder, and holds no secret ---------------------
@@ -120,14 +122,28 @@ def _finished_wandb_log(path: Path) -> list:
         time.sleep(0.2)
 
 
-@pytest.mark.slow
-@_needs("wandb")
-def test_wandb_offline_writes_under_the_run_folder_and_no_secret(tmp_path, monkeypatch):
+def _offline_wandb(tmp_path: Path, monkeypatch) -> None:
     for var, value in {"WANDB_MODE": "offline", "WANDB_API_KEY": SECRETS[0], "WANDB_CONFIG_DIR": str(tmp_path / "cfg"),
                        "WANDB_CACHE_DIR": str(tmp_path / "cache"), "WANDB_DATA_DIR": str(tmp_path / "data")}.items():
         monkeypatch.setenv(var, value)
     for var in ("WANDB_DIR", "WANDB_PROJECT", "WANDB_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
+
+
+def _wandb_history(records: list) -> list[tuple[str, int, float]]:
+    """(name, step, value) of each metric of each history record, in order (a repeated step shows twice)."""
+    seen = []
+    for record in records:
+        if record.HasField("history"):
+            items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+            seen += [(k, items["_step"], v) for k, v in items.items() if not k.startswith("_")]
+    return seen
+
+
+@pytest.mark.slow
+@_needs("wandb")
+def test_wandb_offline_writes_under_the_run_folder_and_no_secret(tmp_path, monkeypatch):
+    _offline_wandb(tmp_path, monkeypatch)
     run = tmp_path / "run"
     _log_rows(_cfg(run, "wandb"))
     [folder] = (run / "wandb").glob("offline-run-*")
@@ -135,13 +151,9 @@ def test_wandb_offline_writes_under_the_run_folder_and_no_secret(tmp_path, monke
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     for secret in SECRETS:
         assert not [p for p in files if secret.encode() in p.read_bytes()], secret
-    seen, config = {}, {}
-    for record in records:
-        if record.HasField("history"):
-            items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-            seen |= {(k, items["_step"]): v for k, v in items.items() if not k.startswith("_")}
-        for update in [record.run.config.update, record.config.update]:  # at init, and any later change
-            config |= {i.key: json.loads(i.value_json) for i in update}
+    seen = {(k, step): v for k, step, v in _wandb_history(records)}
+    config = {i.key: json.loads(i.value_json) for record in records  # at init, and any later change
+              for update in [record.run.config.update, record.config.update] for i in update}
     assert seen == pytest.approx(EXPECTED)
     assert config["rollout.group_size"] == 5 and config["env.kwargs.max_new_tokens"] == 7
     assert not any("api_key" in k or k in ("env.kwargs.urls", "env.kwargs.endpoint") for k in config)
@@ -168,20 +180,173 @@ def test_mlflow_holds_every_metric_at_its_step_and_the_config(tmp_path, monkeypa
     assert not any(secret in value for value in params.values() for secret in SECRETS)
 
 
+@pytest.fixture(scope="module")
+def trackio_dir(tmp_path_factory):
+    """A temporary TRACKIO_DIR for this module's trackio tests (each with its own run names): trackio reads
+    it once, when first imported."""
+    folder = tmp_path_factory.mktemp("trackio")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRACKIO_DIR", str(folder))
+        for var in ("TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL"):
+            patch.delenv(var, raising=False)
+        import trackio.utils
+
+        if trackio.utils.TRACKIO_DIR != folder:
+            pytest.skip("trackio was imported before this module could point TRACKIO_DIR at a temporary folder")
+        yield folder
+
+
 @_needs("trackio")
-def test_trackio_holds_every_metric_at_its_step(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))
-    for var in ("TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL"):
-        monkeypatch.delenv(var, raising=False)
-    import trackio.utils
+def test_trackio_holds_every_metric_at_its_step(tmp_path, trackio_dir):
     from trackio.sqlite_storage import SQLiteStorage
 
-    if trackio.utils.TRACKIO_DIR != tmp_path / "trackio":
-        pytest.skip("trackio was imported before this test could point TRACKIO_DIR at a temporary folder")
     _log_rows(_cfg(tmp_path / "run", "trackio"))
     logs = SQLiteStorage.get_logs("prover", "run")
     seen = {(k, row["step"]): v for row in logs for k, v in row.items() if k not in ("step", "timestamp")}
     assert seen == pytest.approx(EXPECTED)
+
+
+# -- (e) --resume continues the same tracker run, on the same step axis ---------------------------------
+
+def _train(step: int, success: float) -> dict:
+    return {"step": step, "phase": "train", "rollout/success": success}
+
+
+# a first session killed after step 2's row but before its checkpoint; the resume (from checkpoint 1, with
+# more steps) repeats step 2 with the same values (same tasks and seeds), then runs step 3 and the final eval
+FIRST = [_train(1, 0.1), _train(2, 0.2)]
+RESUMED = [_train(2, 0.2), _train(3, 0.3), {"step": 3, "phase": "eval", "eval/success": 0.5}]
+# what the tracker must hold afterwards, each (name, step) once
+CONTINUED = sorted([("rollout/success", 1, 0.1), ("rollout/success", 2, 0.2), ("rollout/success", 3, 0.3),
+                    ("eval/success", 3, 0.5)])
+
+
+def _session(cfg: TrainConfig, rows: list[dict], resume: bool, notes: list[str] | None = None) -> dict:
+    """What the trainer does with the run folder and the trackers in one session; returns trackers.json
+    ({} if there is none)."""
+    run = RunDir(cfg)
+    run.start(fresh=not resume)
+    if resume:
+        run.truncate_history(1)  # the checkpoint it resumes from
+    with Trackers.start(cfg, notes.append if notes is not None else print) as run.trackers:
+        for row in rows:
+            run.log(row)
+    kept = run.path / KEPT_FILE
+    return json.loads(kept.read_text()) if kept.is_file() else {}
+
+
+def _first_and_resumed(run: Path, name: str, notes: list[str] | None = None) -> tuple[dict, dict]:
+    """trackers.json after each of two sessions of one run: FIRST, then, resumed with more steps, RESUMED."""
+    cfg = _cfg(run, name)
+    first = _session(cfg, FIRST, resume=False)
+    return first, _session(cfg.model_copy(update={"steps": cfg.steps + 1}), RESUMED, True, notes)
+
+
+@pytest.mark.slow
+@_needs("wandb")
+def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):
+    _offline_wandb(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    first, resumed = _first_and_resumed(run, "wandb")
+    run_id = first["wandb"]["id"]
+    # offline, each session is a folder of its own; the second's run record carries the same id and resume
+    # (what `wandb sync` appends to the first by)
+    folders = sorted((run / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
+    assert len(folders) == 2 and all(f.name.split("-")[3] == run_id for f in folders)
+    logs = [_finished_wandb_log(next(f.glob("*.wandb"))) for f in folders]
+    assert [(r.run.run_id, r.run.resume) for log in logs for r in log if r.HasField("run")] == \
+        [(run_id, False), (run_id, True)]
+    assert sorted(_wandb_history(logs[0] + logs[1])) == CONTINUED  # values as sent: floats stored exactly
+    assert resumed["wandb"] == {"id": run_id, "last": [3, 1]}
+
+
+@_needs("mlflow")
+def test_a_resumed_run_continues_its_mlflow_run(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    run = tmp_path / "run"
+    first, resumed = _first_and_resumed(run, "mlflow")
+    client = MlflowClient(tracking_uri=f"sqlite:///{run / 'mlflow.db'}")
+    [found] = client.search_runs([client.get_experiment_by_name("prover").experiment_id])  # one run, not two
+    assert found.info.run_id == first["mlflow"]["run_id"] and found.info.status == "FINISHED"
+    seen = sorted((m.key, m.step, m.value) for key in found.data.metrics
+                  for m in client.get_metric_history(found.info.run_id, key))
+    assert seen == CONTINUED  # values as sent: floats stored exactly
+    assert found.data.params["steps"] == "12"  # MLflow keeps a parameter's first value; the resume's 13 is no error
+    assert resumed["mlflow"] == {"run_id": first["mlflow"]["run_id"], "last": [3, 1]}
+
+
+@_needs("trackio")
+def test_a_resumed_run_continues_its_trackio_run(tmp_path, trackio_dir):
+    from trackio.sqlite_storage import SQLiteStorage
+
+    first, resumed = _first_and_resumed(tmp_path / "resumed", "trackio")
+    assert first["trackio"]["name"] == "resumed" and first["trackio"]["project"] == "prover"
+    [record] = [r for r in SQLiteStorage.get_run_records("prover") if r["name"] == "resumed"]  # one run
+    assert record["id"] == first["trackio"]["id"]
+    logs = SQLiteStorage.get_logs("prover", run_id=record["id"])
+    seen = sorted((k, row["step"], v) for row in logs for k, v in row.items() if k not in ("step", "timestamp"))
+    assert seen == CONTINUED  # values as sent: floats stored exactly
+    assert resumed["trackio"] == {**first["trackio"], "last": [3, 1]}
+
+
+@_needs("trackio")
+def test_trackio_does_not_continue_a_newer_run_of_the_same_name(tmp_path, trackio_dir):
+    from trackio.sqlite_storage import SQLiteStorage
+
+    mine, other, notes = tmp_path / "a" / "twin", tmp_path / "b" / "twin", []
+    first = _session(_cfg(mine, "trackio"), FIRST, resume=False)
+    _session(_cfg(other, "trackio"), FIRST, resume=False)  # trackio continues runs by name: this one is newer
+    resumed = _session(_cfg(mine, "trackio"), RESUMED, True, notes)
+    assert len(notes) == 1 and "is another one" in notes[0] and "starts a new trackio run" in notes[0]
+    assert resumed["trackio"]["id"] not in (first["trackio"]["id"], _kept_id(other, "trackio", "id"))
+    other_logs = SQLiteStorage.get_logs("prover", run_id=_kept_id(other, "trackio", "id"))
+    assert [row["step"] for row in other_logs] == [1, 2]  # the other folder's run got nothing
+
+
+def _kept_id(run: Path, name: str, key: str) -> str:
+    return json.loads((run / KEPT_FILE).read_text())[name][key]
+
+
+@_needs("mlflow")
+@pytest.mark.parametrize("damage", ["missing", "unreadable"])
+def test_a_missing_or_damaged_trackers_file_starts_a_new_run_with_one_note(damage, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    run, notes = tmp_path / "run", []
+    cfg = _cfg(run, "mlflow")
+    _session(cfg, FIRST, resume=False)
+    if damage == "missing":
+        (run / KEPT_FILE).unlink()
+    else:
+        (run / KEPT_FILE).write_text('{"mlflow": {"run_id": "0a')  # torn
+    resumed = _session(cfg, RESUMED, True, notes)
+    [note] = notes  # one line, e.g. "... (<run>/trackers.json is unreadable: Unterminated string ...); ..."
+    assert note.startswith(f"run.report_to=mlflow: no run to continue ({run / KEPT_FILE} is {damage}")
+    assert note.endswith("); it starts a new mlflow run") and "\n" not in note
+    client = MlflowClient(tracking_uri=f"sqlite:///{run / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("prover").experiment_id])
+    assert len(runs) == 2 and resumed["mlflow"]["run_id"] in [r.info.run_id for r in runs]
+    assert _kept_id(run, "mlflow", "run_id") == resumed["mlflow"]["run_id"]  # the next resume continues the new run
+
+
+@_needs("mlflow")
+def test_a_fresh_run_gets_no_note_and_a_tracker_added_on_resume_gets_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    run, notes = tmp_path / "run", []
+    _session(_cfg(run), FIRST, resume=False, notes=notes)  # no tracker: no trackers.json
+    assert not (run / KEPT_FILE).exists()
+    _session(_cfg(run, "tensorboard", "mlflow"), RESUMED, True, notes)
+    assert notes == [f"run.report_to=mlflow: no run to continue ({run / KEPT_FILE} is missing); it starts a new "
+                     "mlflow run"]  # TensorBoard's folder simply goes on
+    notes.clear()
+    _session(_cfg(run, "mlflow"), FIRST, resume=False, notes=notes)
+    assert notes == []
 
 
 # -- (d) a missing library: one line, before the run folder is touched ---------------------------------
