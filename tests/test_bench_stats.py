@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -191,6 +192,26 @@ def test_reports_carry_the_new_columns(tmp_path):
     assert (float(g["diff_t_lo"]), float(g["diff_t_hi"])) == pytest.approx((-1.463278, 1.713278), abs=1e-5)
     assert (float(g["diff_p_value"]), float(g["diff_improvement"])) == (1.0, 0.75)
     assert "Seeds are paired" in md and "fewer than 5 seeds" in md and "eval.episodes=96" in md
+
+
+def test_the_tables_rebuild_from_the_archived_cells_alone(tmp_path):
+    p = _plan(tmp_path, ["grpo", "gigpo"], [0, 1])
+    for seed, (g, gi) in enumerate([(0.25, 0.5), (0.5, 0.75)]):
+        _write_cell(p, "grpo", seed, {0: 0.25, 4: g}, {1: {"cost/rollout_tokens": 100.0}})
+        _write_cell(p, "gigpo", seed, {0: 0.25, 4: gi}, {1: {"cost/rollout_tokens": 100.0}})
+    _write_cell(p, "gigpo", 1, {0: 0.25}, finished=False)  # unfinished: not archived
+    (p.cells[0].dir / "groups.jsonl").write_text("{}\n")  # bulky records stay behind
+    write_reports(p, "prover bench", echo=lambda s: None)
+    archive = tmp_path / "out" / "cells" / ENV
+    assert sorted(str(f.relative_to(archive)) for f in archive.rglob("*") if f.is_file()) == [
+        "gigpo/seed-0/cell.json", "gigpo/seed-0/metrics.jsonl",
+        "grpo/seed-0/cell.json", "grpo/seed-0/metrics.jsonl", "grpo/seed-1/cell.json", "grpo/seed-1/metrics.jsonl"]
+    first = (tmp_path / "out" / "table1.csv").read_text()
+    shutil.rmtree(tmp_path / "bench")  # a fresh clone has the out folder only
+    again = plan(p.bench.model_copy(update={"dir": str(tmp_path / "out")}))
+    write_reports(again, "prover bench", echo=lambda s: None)
+    assert (tmp_path / "out" / "table1.csv").read_text() == first
+    assert sum(1 for f in archive.rglob("*") if f.is_file()) == 6  # nothing copied onto itself
 
 
 # -- Table 3: the judges against the ground truth -----------------------------------------------------------

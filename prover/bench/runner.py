@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from prover.bench import stats, timing
+from prover.bench.archive import archive_cells
 from prover.bench.headline import headline_markdown
 from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
 from prover.bench.report import markdown_tables, write_csvs
@@ -258,6 +259,7 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
     matrix = yaml.safe_dump(bench.model_dump(mode="json"), sort_keys=False).rstrip()
     text += ["## The matrix", "", "```yaml", matrix, "```", ""]
     write_atomic(out / "results.md", "\n".join(text))
-    files = [out / "results.md", *files, *plots]
+    archived = archive_cells(plan)
+    files = [out / "results.md", *files, *plots, *([out / "cells"] if archived else [])]
     echo(f"wrote {', '.join(str(p) for p in files)}")
     return files
