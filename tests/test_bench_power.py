@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,15 @@ def test_power_compare_must_name_rows(tmp_path):
     assert headline.power_lines(_plan(tmp_path, [0, 1], None)) == []
     [line] = headline.power_lines(_plan(tmp_path, [0, 1]))
     assert "no pilot yet" in line and "'seeds=[100,101,102,103]'" in line
+
+
+def test_the_pilot_command_keeps_the_rows_settings_so_its_cells_are_the_matrix_own(tmp_path):
+    methods = ["grpo", {"name": "gigpo", "overrides": {"credit.omega": 0.5}}]
+    p = plan(BenchConfig(dir=str(tmp_path / "bench"), envs=[ENV], seeds=[0, 1], steps=4, methods=methods,
+                         power=POWER))
+    [line] = headline.power_lines(p)
+    command = line.split("train it first: prover bench ... ")[1].removesuffix(" (or every row)")
+    pilot = plan(load_bench_config(None, [f"dir={tmp_path / 'bench'}", f"envs=[{ENV}]", "steps=4",
+                                          f"methods={json.dumps(methods)}", *shlex.split(command)]))
+    full = plan(p.bench.model_copy(update={"seeds": [100, 101, 102, 103]}))
+    assert {(c.method.row, c.seed): c.key for c in pilot.cells} == {(c.method.row, c.seed): c.key for c in full.cells}

@@ -22,6 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import yaml
 from scipy import stats as scipy_stats
 
 from prover.bench import stats
@@ -110,7 +111,7 @@ def power_lines(p: Plan) -> list[str]:
     if plan_ is None:
         seeds = ",".join(str(s) for s in spec.pilot_seeds)
         return [f"power ({what}): no pilot yet; train it first: prover bench ... 'seeds=[{seeds}]' "
-                f"'methods=[{ref},{method}]' (or every row)"]
+                f"'methods=[{_specs(p, (ref, method))}]' baseline={ref} (or every row)"]
     have = len(p.bench.seeds)
     needs = "; ".join(f"{e} episodes: sd {100 * sd:.2f} points, {'over ' + str(MAX_SEEDS) if n is None else n} seeds"
                       for e, sd, n in plan_.options)
@@ -119,6 +120,13 @@ def power_lines(p: Plan) -> list[str]:
     return [f"power ({what}): from {plan_.pairs} pilot pairs, the sd of the difference is {100 * plan_.sd:.2f} "
             f"points ({100 * plan_.eval_sd:.2f} of it from {plan_.episodes}-episode evaluations at p = "
             f"{100 * plan_.success:.0f}%); needed: {needs}; this matrix has {have} seeds{overlap}"]
+
+
+def _specs(p: Plan, rows: tuple[str, ...]) -> str:
+    """The matrix's own specs of ``rows``, as a ``methods=`` override that keeps their cells' settings."""
+    specs = [m.model_dump(exclude_defaults=True) for m in p.bench.methods if m.row in rows]
+    return ", ".join(s["name"] if list(s) == ["name"] else yaml.safe_dump(s, default_flow_style=True).strip()
+                     for s in specs)
 
 
 def _points(v: float | None, fmt: str = "+.1f") -> str:
