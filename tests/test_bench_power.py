@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,21 @@ def test_the_pilot_command_keeps_the_rows_settings_so_its_cells_are_the_matrix_o
                                           f"methods={json.dumps(methods)}", *shlex.split(command)]))
     full = plan(p.bench.model_copy(update={"seeds": [100, 101, 102, 103]}))
     assert {(c.method.row, c.seed): c.key for c in pilot.cells} == {(c.method.row, c.seed): c.key for c in full.cells}
+
+
+def test_a_rebuild_from_the_archive_keeps_the_power_section(tmp_path):
+    pilot = _plan(tmp_path, POWER["pilot_seeds"])
+    for seed, diff in zip(POWER["pilot_seeds"], [0.02, 0.04, 0.0, 0.06]):
+        _write_cell(pilot, "grpo", seed, 0.49)
+        _write_cell(pilot, "gigpo", seed, 0.49 + diff)
+    report = _plan(tmp_path, [0, 1])
+    for seed in (0, 1):
+        _write_cell(report, "grpo", seed, 0.5)
+        _write_cell(report, "gigpo", seed, 0.51)
+    write_reports(report, "prover bench", echo=lambda s: None)
+    first = [ln for ln in (tmp_path / "out" / "results.md").read_text().splitlines() if ln.startswith("- power")]
+    assert len(first) == 1 and "from 4 pilot pairs" in first[0]
+    shutil.rmtree(tmp_path / "bench")  # a fresh clone has the archive only
+    write_reports(plan(report.bench.model_copy(update={"dir": str(tmp_path / "out")})), "prover bench",
+                  echo=lambda s: None)
+    assert first[0] in (tmp_path / "out" / "results.md").read_text().splitlines()

@@ -1,9 +1,10 @@
 """The finished cells' records beside the tables they made, so a fresh clone can rebuild the tables.
 
 Every report also copies each finished cell's ``cell.json`` (its settings key) and ``metrics.jsonl`` (every
-number the tables read) to ``<out>/cells/<env>/<row>/seed-<s>/``, the layout of the bench folder itself;
-checkpoints and groups.jsonl stay behind (megabytes per cell, and nothing in a table reads them), as does
-``timings.json`` (it prices cells not yet run, on the machine that ran the others). So
+number the tables read), the pilot's cells included (the power section reads them, ``headline.py``), to
+``<out>/cells/<env>/<row>/seed-<s>/``, the layout of the bench folder itself; checkpoints and groups.jsonl stay
+behind (megabytes per cell, and nothing in a table reads them), as does ``timings.json`` (it prices cells not
+yet run, on the machine that ran the others). So
 
     prover bench --config <matrix> --regen-only dir=<out>
 
@@ -16,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from prover.bench.matrix import Plan, cell_folder
+from prover.bench.matrix import plan as plan_of
 from prover.bench.tables import CELL_FILE, is_finished
 
 ARCHIVED = (CELL_FILE, "metrics.jsonl")  # the settings key, and every number a table reads
@@ -28,8 +30,10 @@ def archive_cells(plan: Plan) -> list[Path]:
     if Path(bench.dir).resolve() == bench.out_dir.resolve():
         return []
     into = bench.model_copy(update={"dir": str(bench.out_dir)})
+    # the pilot cells too: the power section of a rebuild reads them
+    pilot = plan_of(bench.model_copy(update={"seeds": list(bench.power.pilot_seeds)})).cells if bench.power else []
     written = []
-    for cell in plan.cells:
+    for cell in [*plan.cells, *pilot]:
         if not is_finished(cell):
             continue
         dest = cell_folder(into, cell.env, cell.method.row, cell.seed)
