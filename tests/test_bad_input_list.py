@@ -1,5 +1,6 @@
-"""The README's "Bad input and safe runs" list is held by tests: every guarantee names at least one test, and
-every test it names exists (a renamed or deleted test makes the promise unchecked, so this fails)."""
+"""The "Bad input and safe runs" list (docs/safe-runs.md) is held by tests: every guarantee names at least
+one test, and every test it names exists (a renamed or deleted test makes the promise unchecked, so this
+fails)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### Bad input and safe runs")
-    return text[start:text.index("\n### ", start + 1)]
+    text = (ROOT / "docs" / "safe-runs.md").read_text()
+    start = text.index("# Bad input and safe runs")
+    end = text.find("\n#", start + 1)  # the next heading, if the page ever gets one
+    return text[start:] if end == -1 else text[start:end]
 
 
 def _guarantees() -> list[str]:
@@ -33,5 +35,5 @@ def test_every_guarantee_names_a_test_and_every_named_test_exists():
         named = re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", item)
         assert named, f"this guarantee names no test: {item[:80]}"
         for path, name in named:
-            assert (ROOT / path).is_file(), f"{path} (named in the README) does not exist"
-            assert name in _tests_in(ROOT / path), f"{path}::{name} (named in the README) does not exist"
+            assert (ROOT / path).is_file(), f"{path} (named in docs/safe-runs.md) does not exist"
+            assert name in _tests_in(ROOT / path), f"{path}::{name} (named in docs/safe-runs.md) does not exist"

@@ -1,4 +1,4 @@
-"""Two ``prover bench`` processes on one folder, as the README runs them (disjoint seeds, warmstart_seed
+"""Two ``prover bench`` processes on one folder, as docs/prover-bench.md runs them (disjoint seeds, warmstart_seed
 keeping them on one shared warm start): both exit 0, the shared warm start is built once and reused by
 the other process, every cell trains once; and a cell another process holds is skipped with one line."""
 

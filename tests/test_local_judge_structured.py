@@ -333,7 +333,7 @@ def converted_smollm2():
 
 
 def test_the_local_judge_end_to_end_on_the_converted_model_or_a_tiny_one(tiny_llamas, request_):
-    """The README's path (convert-gguf, then judge.name=local with structured output) on a tiny request:
+    """docs/judges.md's path (convert-gguf, then judge.name=local with structured output) on a tiny request:
     with the converted SmolLM2 where it exists, else (CI) a hand-built tiny Llama; greedy and sampled
     answers all parse and are proposals to verify."""
     pytest.importorskip("xgrammar")

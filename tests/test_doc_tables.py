@@ -1,5 +1,6 @@
-"""The README's tables against the code: every metric a built-in credit method logs has a row in the
-metrics table, and the credit-methods table lists every field of every built-in method.
+"""The documentation's tables against the code: every metric a built-in credit method logs has a row in
+the metrics table (docs/metrics.md), and the credit-methods table (docs/credit.md) lists every field of
+every built-in method.
 
 For the metrics, each method assigns one small batch with stand-ins for what it reaches through its
 context (a Brancher whose success rate grows with the branch turn, a judge that proposes turns 0-1 of the
@@ -28,13 +29,16 @@ from prover.types import JudgeResult, JudgeUsage, Proposal, Segment, Trajectory
 BUILT_IN = [e.name for e in CREDIT.entries() if e.origin == "code"]
 
 
-def readme_section(heading: str) -> str:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    return readme.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def page_section(page: str, heading: str) -> str:
+    """The text of ``docs/<page>`` under ``heading``, up to the next second-level heading."""
+    return (DOCS / page).read_text().split(heading + "\n", 1)[1].split("\n## ", 1)[0]
 
 
 def metrics_table() -> str:
-    return readme_section("### Metrics")
+    return page_section("metrics.md", "# Metrics")
 
 
 class RisingValues:
@@ -100,12 +104,12 @@ def test_every_credit_metric_is_documented(name, make_batch):
         assert {"credit/delta", "credit/acceptance_rate"} <= set(metrics)
     table = metrics_table()
     missing = sorted(m for m in metrics if f"`{m}`" not in table)
-    assert not missing, f"{name}: metrics not documented in README.md's metrics table: {missing}"
+    assert not missing, f"{name}: metrics not documented in docs/metrics.md's table: {missing}"
 
 
 def credit_table() -> list[str]:
-    """The first table of the README's "Credit methods" section: its lines up to the first non-table line."""
-    lines = readme_section("## Credit methods").splitlines()
+    """The first table of docs/credit.md: its lines up to the first non-table line."""
+    lines = page_section("credit.md", "# Credit methods").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return lines[start:end]
@@ -114,10 +118,10 @@ def credit_table() -> list[str]:
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_the_credit_table_lists_every_field_of_the_method(name):
     rows = [line for line in credit_table() if line.startswith(f"| `{name}` |")]
-    assert len(rows) == 1, f"README.md's credit-methods table (one table) needs exactly one row for {name!r}"
+    assert len(rows) == 1, f"docs/credit.md's credit-methods table (one table) needs exactly one row for {name!r}"
     fields = rows[0].split(" | ")[2]
     missing = [f for f in CREDIT.get(name).Config.model_fields
                if f"`{f}`" not in fields and f"`{f}.*`" not in fields]
-    assert not missing, f"{name}: fields not listed in README.md's credit-methods table: {missing}"
-    notes = Path(__file__).resolve().parents[1] / "docs" / "methods" / f"{name}.md"
-    assert notes.is_file() and f"(docs/methods/{name}.md)" in rows[0], f"{name}: no note linked from the row"
+    assert not missing, f"{name}: fields not listed in docs/credit.md's credit-methods table: {missing}"
+    notes = DOCS / "methods" / f"{name}.md"
+    assert notes.is_file() and f"(methods/{name}.md)" in rows[0], f"{name}: no note linked from the row"
