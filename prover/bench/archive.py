@@ -16,8 +16,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from prover.bench.headline import pilot_plan
 from prover.bench.matrix import Plan, cell_folder
-from prover.bench.matrix import plan as plan_of
 from prover.bench.tables import CELL_FILE, is_finished
 
 ARCHIVED = (CELL_FILE, "metrics.jsonl")  # the settings key, and every number a table reads
@@ -31,7 +31,7 @@ def archive_cells(plan: Plan) -> list[Path]:
         return []
     into = bench.model_copy(update={"dir": str(bench.out_dir)})
     # the pilot cells too: the power section of a rebuild reads them
-    pilot = plan_of(bench.model_copy(update={"seeds": list(bench.power.pilot_seeds)})).cells if bench.power else []
+    pilot = pilot_plan(bench).cells if bench.power else []
     written = []
     for cell in [*plan.cells, *pilot]:
         if not is_finished(cell):

@@ -26,7 +26,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from prover.bench import stats
-from prover.bench.matrix import Plan, plan
+from prover.bench.matrix import BenchConfig, Plan, plan
 from prover.bench.tables import CellResult, collect, final_eval, per_seed
 
 MAX_SEEDS = 1000  # beyond this the answer is "not with this design"
@@ -77,13 +77,19 @@ def power_plan(diffs: list[float], success: float, episodes: int, effect: float,
     return PowerPlan(len(diffs), sd, math.sqrt(eval_variance(success, episodes)), success, episodes, options)
 
 
+def pilot_plan(bench: BenchConfig) -> Plan:
+    """The matrix's cells on its ``power.pilot_seeds``: the folders and keys a run with ``seeds=<pilot seeds>``
+    trains (the matrix must have a power section)."""
+    return plan(bench.model_copy(update={"seeds": list(bench.power.pilot_seeds)}))
+
+
 def pilot(p: Plan) -> PowerPlan | None:
     """The power plan from the finished pilot cells of the matrix's ``power`` section; None without one or
     with fewer than two finished pairs."""
     spec = p.bench.power
     if spec is None:
         return None
-    cells = plan(p.bench.model_copy(update={"seeds": list(spec.pilot_seeds)}))  # as `seeds=[...]` would run
+    cells = pilot_plan(p.bench)
     results, _ = collect(cells)
     method, ref = spec.compare
     envs = p.bench.envs
