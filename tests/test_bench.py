@@ -304,6 +304,8 @@ def test_processes_that_split_the_seeds_share_one_warm_start_and_one_cell_key(tm
     part_seed, part = keyed(seeds=[3, 4], warmstart_seed=0)
     assert whole_seed == part_seed == 0 and part == {s: whole[s] for s in (3, 4)}
     assert keyed(seeds=[3, 4])[0] == 3  # without it, the subset would build a warm start of its own
+    # the seeds reversed (a second process working from the other end) keep the smallest seed's warm start
+    assert keyed(seeds=[4, 3, 2, 1, 0]) == (whole_seed, whole)
 
 
 def test_a_default_that_resolves_by_model_kind_keys_cells_by_its_value(tmp_path):
