@@ -13,7 +13,9 @@ The learner never knows which credit method produced the advantages.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prover.config import LearnerConfig
+from prover.config import LearnerConfig, LoraConfig
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
 from prover.types import Advantages, Batch
 
@@ -119,10 +121,13 @@ def _pad(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
 
 
 class Learner:
-    """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference."""
+    """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference. With ``lora``
+    (``model.lora``, enabled) the policy is wrapped in LoRA adapters, fresh or loaded from the checkpoint
+    ``adapter``, and only they train (see prover/lora.py)."""
 
     def __init__(self, model_path: str | Path, cfg: LearnerConfig, *, dtype: str = "float32",
-                 max_completion_tokens: int = 32, seed: int = 0) -> None:
+                 max_completion_tokens: int = 32, seed: int = 0, lora: LoraConfig | None = None,
+                 adapter: Path | None = None) -> None:
         from accelerate import Accelerator
 
         self.cfg = cfg
@@ -132,38 +137,104 @@ class Learner:
         self.tokenizer = load_tokenizer(model_path)
         self.pad_id = self.tokenizer.pad_token_id
         model = load_model(model_path, dtype)
+        self.lora_scales: dict[str, float] | None = None  # None: every weight trains
+        if lora is not None and lora.enabled:
+            from prover import lora as lora_lib
+
+            if adapter is not None:
+                lora_lib.check_base(adapter, Path(model_path))
+            model = lora_lib.wrap(model, lora, adapter)
+            self.lora_scales = lora_lib.layer_scales(model)
         model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # only what trains: with LoRA, AdamW's two moments are the adapters' size, not the model's
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                                      weight_decay=cfg.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.ref = None
-        if cfg.kl_coef > 0:
+        if cfg.kl_coef > 0 and self.lora_scales is None:  # with LoRA the reference is the model, adapters off
             self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)
 
     # -- weights -----------------------------------------------------------------------------------
     def unwrapped(self) -> torch.nn.Module:
         return self.accelerator.unwrap_model(self.model)
 
-    def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        """The full weights. Across processes every one must call it: FSDP and ZeRO-3 gather the shards
-        (and hand them to the main process only)."""
-        if self.accelerator.num_processes > 1:
+    def trainable(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def gathered_state(self) -> dict[str, torch.Tensor]:
+        """The model's own state dict (with LoRA: peft's names, adapters included). Across processes every
+        one must call it: FSDP and ZeRO-3 gather the shards (and hand them to the main process only)."""
+        if self.accelerator.num_processes > 1 or self._sharded():
             return self.accelerator.get_state_dict(self.model)
         return self.unwrapped().state_dict()
 
+    def _sharded(self) -> bool:
+        """FSDP2 holds DTensors even in one process, which neither a plain model nor save_pretrained takes."""
+        return self.accelerator.distributed_type in ("FSDP", "DEEPSPEED")
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The full weights under the base model's names, what engines load; with LoRA each adapted weight
+        merged as W + (alpha/r) B A. Every process must call it, as ``gathered_state``."""
+        state = self.gathered_state()
+        if self.lora_scales is None or not state:
+            return state
+        from prover.lora import merged_state_dict
+
+        return merged_state_dict(state, self.lora_scales)
+
     def save_pretrained(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """``state_dict``: the gathered full weights when the model is sharded over processes."""
-        self.unwrapped().save_pretrained(path, state_dict=state_dict)
+        """A Hugging Face folder of the policy (with LoRA, the merged weights). ``state_dict``: the gathered
+        ``policy_state_dict()`` when the model is sharded over processes."""
+        model = self.unwrapped()
+        if self.lora_scales is not None:
+            model = model.get_base_model()
+        if state_dict is None and (self.lora_scales is not None or self._sharded()):
+            state_dict = self.policy_state_dict()
+        model.save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
+
+    def save_checkpoint_weights(self, path: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+        """What a checkpoint keeps of the model: the Hugging Face folder, or with LoRA the adapter alone
+        (the frozen base is rebuilt on resume). ``state``: ``gathered_state()`` across processes."""
+        if self.lora_scales is None:
+            self.save_pretrained(path, state)
+        else:
+            from prover.lora import save_adapter
+
+            save_adapter(self.unwrapped(), path, state)
 
     def weights_finite(self) -> bool:
         with torch.no_grad():
             return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
     def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
+        """Under FSDP and DeepSpeed, this process's shard of the torch optimizer's state as plain tensors: a
+        checkpoint stores tensors, not DTensors or DeepSpeed's objects (and keeps only the main process's
+        shard, which is why --resume needs DDP)."""
+        if not self._sharded():
+            return self.optimizer.state_dict()
+        from torch.distributed.tensor import DTensor
+
+        inner = self.optimizer
+        while hasattr(inner, "optimizer"):  # accelerate's wrapper, DeepSpeed's ZeRO optimizer: the torch one
+            inner = inner.optimizer
+        state = inner.state_dict()
+        local = {k: {n: v.to_local() if isinstance(v, DTensor) else v for n, v in s.items()}
+                 for k, s in state.get("state", {}).items()}
+        return {**state, "state": local}
 
     def load_optimizer_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state)
+
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[torch.nn.Module]:
+        """The frozen initial policy: its own copy, or with LoRA the model with its adapters switched off
+        (the base never trains), which saves holding the weights twice."""
+        if self.ref is not None:
+            yield self.ref
+        else:
+            with self.unwrapped().disable_adapter():
+                yield self.unwrapped()
 
     # -- RL ----------------------------------------------------------------------------------------
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
@@ -236,9 +307,9 @@ class Learner:
             if cfg.entropy_coef > 0:
                 total = total - cfg.entropy_coef * entropy
             kl = torch.zeros_like(pg)
-            if self.ref is not None:
-                with torch.no_grad():
-                    rl, rt, _ = completion_logits(self.ref, [r.prompt_ids for r in micro],
+            if cfg.kl_coef > 0:
+                with torch.no_grad(), self._reference() as ref:
+                    rl, rt, _ = completion_logits(ref, [r.prompt_ids for r in micro],
                                                   [r.completion_ids for r in micro], self.pad_id)
                     ref_logp = gather_logprobs(rl, rt)
                 kl = kl_penalty(logp, ref_logp, cfg.kl_type)
@@ -254,7 +325,7 @@ class Learner:
                 stats["entropy"] += agg(entropy)
                 stats["clipfrac"] += agg(clipped.float())
                 stats["ppo_kl"] += agg(old - logp)
-        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        grad_norm = self.accelerator.clip_grad_norm_(self.trainable(), cfg.grad_clip)
         # the norm is of the all-reduced gradient, so every process skips or steps alike
         stats["nonfinite"] = float(not torch.isfinite(torch.as_tensor(grad_norm)))
         if stats["nonfinite"]:  # a NaN or inf loss or gradient: no optimizer step, weights stay finite
@@ -301,7 +372,7 @@ class Learner:
                     with torch.no_grad():
                         losses.append(float(torch.where(is_completion & mask, nll, 0.0).sum())
                                       / max(float((is_completion & mask).sum()), 1.0))
-                self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+                self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
                 self.optimizer.step()
                 if on_batch is not None:
                     on_batch()

@@ -96,6 +96,7 @@ class HFEngine(Engine):
         return [lp[i][mask[i]].cpu().numpy() for i in range(len(prompts))]
 
     def update_weights(self, learner: Any) -> None:
+        """Load the learner's full weights; with LoRA they come merged, under the base model's names."""
         state = learner.policy_state_dict()
         if not state:  # FSDP / ZeRO-3 gather the full weights on the main process only
             raise CapabilityError("the hf engine needs the full weights in every process, but this learner is "
