@@ -321,3 +321,18 @@ def test_eval_of_a_lora_run_merges_its_adapter(lora_run, capsys):
     assert "success" in capsys.readouterr().out
     [merged] = (folder / "models").glob("merged-*")
     assert (merged / "config.json").is_file() and (merged / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_sharded_resume_points_only_to_what_the_checkpoint_can_do(lora):
+    # under FSDP a resume is refused; the way out "start a new run from the checkpoint as model.path" needs a
+    # full model folder, which a LoRA checkpoint (the adapter alone) is not
+    from types import SimpleNamespace
+
+    from prover.distributed import Ranks
+    from prover.errors import CheckpointError
+
+    cfg = TrainConfig.model_validate({"model": {"lora": {"enabled": lora}}})
+    with pytest.raises(CheckpointError) as err:
+        Ranks().check_learner(cfg, SimpleNamespace(distributed_type="FSDP"), resume=True)
+    assert "resume with DDP" in str(err.value) and ("model.path" in str(err.value)) is not lora
