@@ -98,7 +98,7 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
 
 def engine_counts(engine: Engine, phase: str) -> dict[str, float]:
     """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
-    none for engines that keep no counts (``hf``)."""
+    none for engines that keep no counts."""
     return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}
 
 
