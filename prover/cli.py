@@ -109,11 +109,13 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from prover.engines import make_engine
     from prover.envs import make_env
+    from prover.modeling import apply_threads
     from prover.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
+    apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
     engine = make_engine(cfg.engine.name, str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
     rollout = None
     try:

@@ -144,9 +144,11 @@ class Trainer:
 
     def _build(self, ckpt: Any) -> None:
         from prover.learner import Learner
+        from prover.modeling import apply_threads
         from prover.policy import prepare_policy
 
         cfg, resume = self.cfg, self.resume
+        apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
         if self.ranks.is_main:  # only the main process writes the run folder
             moved = self.run.start(fresh=not resume)
             if moved is not None:

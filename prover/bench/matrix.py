@@ -155,6 +155,7 @@ def settings_hash(cfg: TrainConfig, start: str = "") -> str:
     value, so a cell does not rerun because that default became implicit."""
     tree = cfg.model_dump(mode="json")
     tree["run"].pop("dir")
+    tree.pop("threads")  # speed, not results; and the cells hashed before the field existed keep their hash
     tree["warmstart"]["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
     tree["bench_start"] = start
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
