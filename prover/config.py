@@ -198,6 +198,11 @@ class RunConfig(Section):
 class TrainConfig(Section):
     seed: int = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus.")
     steps: int = Field(12, ge=0, description="RL steps (ProVer: 100).")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads for the warm start, training and "
+                                "evaluation. null: as OMP_NUM_THREADS or MKL_NUM_THREADS say when set, else 1 "
+                                "for a model of hidden size up to 256 (the tiny one: its matrices are too small "
+                                "to split, and on a shared CPU the threads wait for each other; docs/perf.md, "
+                                "The limit), else torch's default, one per core.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Which environment.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="Which policy model.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Which inference engine.")

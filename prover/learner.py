@@ -91,6 +91,24 @@ def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool
     return batches
 
 
+def micro_batch_order(lengths: list[int]) -> list[int]:
+    """The order of a mini-batch's rows over its micro-batches: by length, so rows of similar length share a
+    micro-batch and little compute goes to padding (the loss is a weighted sum over the whole mini-batch, so
+    the order is free)."""
+    return sorted(range(len(lengths)), key=lambda i: lengths[i])
+
+
+def padding_counts(lengths: list[int]) -> dict[str, float]:
+    """The tokens of one padded forward pass over sequences of ``lengths``: ``tokens`` real, ``padded_tokens``
+    computed (rows times the longest), whose difference is padding."""
+    return {"tokens": float(sum(lengths)), "padded_tokens": float(len(lengths) * max(lengths, default=0))}
+
+
+def padding_share(counts: dict[str, float]) -> float:
+    """The share of computed tokens that were padding."""
+    return 1.0 - counts["tokens"] / counts["padded_tokens"] if counts.get("padded_tokens") else 0.0
+
+
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "k1":
         return logp - ref
@@ -260,7 +278,9 @@ class Learner:
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
+        counts = {k: sums.pop(k, 0.0) for k in ("tokens", "padded_tokens")}  # totals, not averages
         out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
+        out["learner/padding_share"] = padding_share(counts)
         out["learner/nonfinite_rows"] = float(dropped)
         out["learner/nonfinite_updates"] = sums.get("nonfinite", 0.0)  # optimizer steps skipped, not averaged
         out.pop("learner/nonfinite", None)
@@ -285,15 +305,16 @@ class Learner:
         real = [r for r in rows if not r.padding]  # padding rows come last and weigh nothing
         weights = token_weights([r.loss_mask for r in real], cfg.loss_agg, self.max_len,
                                 [r.traj_turns for r in real]) + [r.loss_mask for r in rows[len(real):]]
-        # the loss is a weighted sum over the whole mini-batch, so the order of its micro-batches is free:
-        # rows of similar length share one, and less compute goes to padding
-        by_length = sorted(range(len(real)), key=lambda i: len(real[i].prompt_ids) + len(real[i].completion_ids))
-        order = by_length + list(range(len(real), len(rows)))
+        order = micro_batch_order([len(r.prompt_ids) + len(r.completion_ids) for r in real])
+        order += list(range(len(real), len(rows)))
         rows, weights = [rows[i] for i in order], [weights[i] for i in order]
-        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0}
+        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0, "tokens": 0.0,
+                 "padded_tokens": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(rows), cfg.micro_batch_rows):
             micro, w = rows[start:start + cfg.micro_batch_rows], weights[start:start + cfg.micro_batch_rows]
+            for k, v in padding_counts([len(r.prompt_ids) + len(r.completion_ids) for r in micro]).items():
+                stats[k] += v
             logits, targets, mask = completion_logits(self.model, [r.prompt_ids for r in micro],
                                                       [r.completion_ids for r in micro], self.pad_id)
             dev, width = logits.device, logits.shape[1]
@@ -344,7 +365,7 @@ class Learner:
         scratch learns the env's text (and to copy entities within it) from the prompts far faster
         than from the few completion tokens alone. The reported loss is over completions only.
         """
-        losses = []
+        losses, counts = [], {"tokens": 0.0, "padded_tokens": 0.0}
         lengths = [len(p) + len(c) for p, c in rows]
         for _ in range(epochs):
             for batch in length_batches(lengths, batch_rows, self.rng):
@@ -353,6 +374,8 @@ class Learner:
                 total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
                 for m in range(0, len(chunk), self.cfg.micro_batch_rows):
                     micro = chunk[m:m + self.cfg.micro_batch_rows]
+                    for k, v in padding_counts([len(p) + len(c) for p, c in micro]).items():
+                        counts[k] += v
                     if prompt_weight > 0:
                         prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
                     else:
@@ -377,4 +400,5 @@ class Learner:
                 if on_batch is not None:
                     on_batch()
         return {"sft/loss_first": losses[0] if losses else float("nan"),
-                "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan")}
+                "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan"),
+                "sft/padding_share": padding_share(counts)}

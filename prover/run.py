@@ -271,10 +271,11 @@ class RunDir:
 
 MANIFEST = "manifest.json"
 RUN_CONFIG = "run_config.json"  # the resolved config of the run that wrote a checkpoint
-# What --resume may change: how long the run goes on, how it is evaluated, logged and kept, where the folder
-# is, and where its sampling is served. Anything else would continue one experiment as another.
-RESUME_MAY_CHANGE = ("steps", "eval.", "run.dir", "run.checkpoint_every", "run.keep_checkpoints", "run.save_groups",
-                     "run.report_to", "engine.")
+# What --resume may change: how long the run goes on, on how many threads, how it is evaluated, logged and
+# kept, where the folder is, and where its sampling is served. Anything else would continue one experiment
+# as another.
+RESUME_MAY_CHANGE = ("steps", "threads", "eval.", "run.dir", "run.checkpoint_every", "run.keep_checkpoints",
+                     "run.save_groups", "run.report_to", "engine.")
 
 
 def _dotted(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -98,7 +98,7 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
 
 def engine_counts(engine: Engine, phase: str) -> dict[str, float]:
     """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
-    none for engines that keep no counts (``hf``)."""
+    none for engines that keep no counts."""
     return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}
 
 
@@ -144,9 +144,11 @@ class Trainer:
 
     def _build(self, ckpt: Any) -> None:
         from prover.learner import Learner
+        from prover.modeling import apply_threads
         from prover.policy import prepare_policy
 
         cfg, resume = self.cfg, self.resume
+        apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
         if self.ranks.is_main:  # only the main process writes the run folder
             moved = self.run.start(fresh=not resume)
             if moved is not None:

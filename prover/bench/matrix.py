@@ -157,6 +157,7 @@ def settings_hash(cfg: TrainConfig, start: str = "") -> str:
     kind (warmstart.lr) counts as its resolved value, so a cell does not rerun because it became implicit."""
     tree = cfg.model_dump(mode="json", exclude_defaults=True)
     tree.get("run", {}).pop("dir", None)
+    tree.pop("threads", None)  # speed, not results
     tree.setdefault("warmstart", {})["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
     tree["bench_start"] = start
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]

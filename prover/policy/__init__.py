@@ -20,7 +20,7 @@ from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size
 from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
-from prover.modeling import check_model_dir
+from prover.modeling import apply_threads, check_model_dir
 from prover.progress import Reporter
 from prover.run import FileLock, RunDir
 
@@ -138,6 +138,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
 
 def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
     """The folder the RL phase starts from."""
+    apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
     base = base_policy(cfg, run, make_env)
     if not cfg.warmstart.enabled:
         return base
