@@ -1,7 +1,8 @@
 """One performance page: every speed and cost figure of the loop, measured in one run, written to docs/perf.md.
 
-    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit,limits] [--before REV] [--steps 12]
-                              [--batches 6] [--policy DIR] [--render]
+    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit,limits,prefix,cell] [--before REV]
+                              [--steps 12] [--batches 6] [--policy DIR] [--cell-seeds 0,1,2,3,4]
+                              [--cell-threads 1|default] [--render]
 
 Sections, each kept as JSON in benchmarks/results/perf/<section>.json (``--render`` rewrites the page from
 them without measuring; a section run alone replaces only its own file):
@@ -20,6 +21,11 @@ them without measuring; a section run alone replaces only its own file):
 - credit:   benchmarks/credit_speed.py: each credit method's advantage time on one recorded batch.
 - limits:   benchmarks/limits.py: this CPU's matrix-product peak, each phase's achieved FLOP/s against it,
             and the threads and padding levers side by side.
+- prefix:   benchmarks/prefix_sharing.py: rollout-like calls of the hf engine with shared prompt prefixes
+            prefilled once and without, interleaved in one process (off/on time, prefill tokens).
+- cell:     benchmarks/cell_speed.py: a pivot-sim bench cell (bench_pivot_12steps' prover+contrast row) trained
+            by this tree and by ``--before REV`` at once for each of ``--cell-seeds``: wall-time ratio and
+            held-out success side by side (``--policy``: the warm-started policy, else built once).
 
 The machine is shared and noisy: read ratios within a section, not seconds across sections.
 """
@@ -40,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
-SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits")
+SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell")
 
 
 # -- main: the README's main job, phase by phase --------------------------------------------------------
@@ -166,7 +172,8 @@ def section_overhead(args: argparse.Namespace, keep: Path) -> dict:
 # -- envs and credit: the existing scripts, their tables kept as printed -------------------------------
 def script_section(argv: list[str]) -> dict:
     done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, check=True)
-    return {"command": "python " + " ".join(argv), "output": done.stdout.strip()}
+    lines = [x for x in done.stdout.splitlines() if "[WARNING]" not in x]  # a library's start-up notices
+    return {"command": "python " + " ".join(argv), "output": "\n".join(lines).strip()}
 
 
 def section_envs(args: argparse.Namespace, keep: Path) -> dict:
@@ -177,10 +184,22 @@ def section_credit(args: argparse.Namespace, keep: Path) -> dict:
     return script_section(["benchmarks/credit_speed.py"])
 
 
+def section_prefix(args: argparse.Namespace, keep: Path) -> dict:
+    return script_section(["benchmarks/prefix_sharing.py"])
+
+
 def section_limits(args: argparse.Namespace, keep: Path) -> dict:
     from limits import measure
 
     return measure(args.policy)
+
+
+def section_cell(args: argparse.Namespace, keep: Path) -> dict:
+    from cell_speed import measure
+
+    if not args.before:
+        raise SystemExit("perf: the cell section times two trees; name the older one with --before REV")
+    return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy)
 
 
 # -- the page --------------------------------------------------------------------------------------------
@@ -198,6 +217,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="RL steps per arm in the overhead section")
     ap.add_argument("--batches", type=int, default=6, help="training batches in the verify section")
     ap.add_argument("--policy", help="policy folder for verify/overhead (default: the main job's warm start)")
+    ap.add_argument("--cell-seeds", default="0,1,2,3,4", help="seeds of the cell section")
+    ap.add_argument("--cell-threads", default="1", help="cell: OMP_NUM_THREADS for both trees, or 'default'")
     ap.add_argument("--render", action="store_true", help="only rewrite docs/perf.md from the saved results")
     ap.add_argument("--from-draws", action="store_true", help="verify: replay the rules on the saved draws "
                     "(verify-draws.json) instead of drawing new ones")
@@ -221,8 +242,8 @@ def main() -> None:
         (RESULTS / f"{section}.json").write_text(json.dumps(result, indent=1))
     from perf_page import render
 
-    PAGE.write_text(render({s: json.loads((RESULTS / f"{s}.json").read_text()) for s in SECTIONS
-                            if (RESULTS / f"{s}.json").is_file()}))
+    PAGE.write_text(render({s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes")
+                            if (RESULTS / f"{s}.json").is_file()}))  # recipes: main_job_recipes.py
     print(PAGE.read_text().split("\n## ")[0])
 
 

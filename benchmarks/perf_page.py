@@ -117,8 +117,15 @@ def section_overhead(res: dict) -> list[str]:
     return lines
 
 
-def section_script(title: str, res: dict) -> list[str]:
-    return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", res["output"]]
+def section_cell(res: dict) -> list[str]:
+    from cell_speed import table
+
+    return ["## A bench cell, before and after", "", when(res), "", *table(res)]
+
+
+def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
+    output = f"```text\n{res['output']}\n```" if fenced else res["output"]
+    return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", output]
 
 
 def render(results: dict) -> str:
@@ -135,6 +142,14 @@ def render(results: dict) -> str:
         parts += [""] + section_script("Environments: steps/s and snapshots", results["envs"])
     if "credit" in results:
         parts += [""] + section_script("Credit methods: advantage time on one recorded batch", results["credit"])
+    if "prefix" in results:
+        parts += [""] + section_script("Lever: shared prompt prefixes", results["prefix"], fenced=True)
+    if "cell" in results:
+        parts += [""] + section_cell(results["cell"])
+    if "recipes" in results:
+        from main_job_recipes import section
+
+        parts += [""] + section(results["recipes"])
     return "\n".join(parts) + "\n"
 
 

@@ -1,0 +1,158 @@
+"""A bench cell's wall time, this tree beside an older revision's, at the same seeds and load (issue 29 §5).
+
+    python benchmarks/perf.py --sections cell --before REV [--cell-seeds 0,1,2,3,4] [--cell-threads 1]
+    python benchmarks/cell_speed.py --before REV [--seeds 0,1,2,3,4] [--threads 1|default] [--policy DIR]
+
+The cell is benchmarks/bench_pivot_12steps.yaml's prover+contrast row: pivot-sim, 12 steps of 4 tasks x 4
+episodes, ProVer with the contrast judge at K = 4, held-out success on 288 tasks at steps 0, 6 and 12, from
+the bench's shared warm-started policy (``--policy``; else built once here with the bench's warm start).
+For each seed the two trees train that cell at the same time, one process each, so both see the same load;
+their wall-time ratio is the figure, and CPU seconds (from each process's own rusage) are kept beside it.
+
+``--threads 1`` sets OMP_NUM_THREADS=1 in both, as the bench files' two-process commands do; ``default``
+removes OMP_NUM_THREADS and MKL_NUM_THREADS, so each tree runs at its own default (before issue 29: torch's
+default, one thread per core; since: 1 thread for the tiny model).
+
+The results must agree: evaluation samples at temperature 1, and shared prompt prefixes regroup a call's
+prompts, so the draws differ; the check is that held-out success is equal in distribution, read as the
+paired before/after difference over the seeds at each evaluation, with its 95% t interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# bench_pivot_12steps.yaml's common block and its prover+contrast row, as command-line settings both trees read
+CELL = ["env.name=pivot-sim", "warmstart.enabled=false", "steps=12", "learner.lr=2e-5",
+        "rollout.groups_per_step=4", "rollout.group_size=4", "rollout.max_turns=16",
+        "eval.episodes=288", "eval.split=train", "eval.temperature=1.0", "eval.every=6",
+        "credit.name=prover", "judge.name=contrast", "credit.samples=4"]
+WARMSTART = ["env.name=pivot-sim", "steps=0", "eval.episodes=1", "warmstart.epochs=2", "warmstart.episodes=600",
+             "warmstart.random_action_share=0.5", "model.tiny.vocab_size=1024", "model.tiny.hidden_size=96",
+             "model.tiny.num_layers=3", "model.tiny.num_heads=4", "model.tiny.intermediate_size=288",
+             "model.tiny.corpus_episodes=200"]
+
+
+def child_env(tree: Path, threads: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("MKL_NUM_THREADS", None)
+    if threads == "default":
+        env.pop("OMP_NUM_THREADS", None)
+    else:
+        env["OMP_NUM_THREADS"] = threads
+    return env
+
+
+def build_policy(where: Path) -> str:
+    """The bench's shared warm start (seed 0), built by this tree."""
+    print("[cell] building the warm-started policy (bench_pivot_12steps' recipe, seed 0) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "prover.cli", "train", *WARMSTART, f"run.dir={where}"], cwd=ROOT,
+                   env=child_env(ROOT, "1"), check=True, stdout=subprocess.DEVNULL)
+    return str(next(iter(sorted((where / "models").glob("warmstart-*")))))
+
+
+def train_cell(tree: Path, run_dir: Path, policy: str, seed: int, threads: str) -> dict:
+    """One cell in ``tree``'s code: wall and CPU seconds, held-out success by step, generated tokens."""
+    argv = [sys.executable, "-m", "prover.cli", "train", *CELL, f"model.path={policy}", f"seed={seed}",
+            f"run.dir={run_dir}"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=tree, env=child_env(tree, threads), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"cell: {tree} seed {seed} failed ({proc.returncode}): {err.strip()[-500:]}")
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["phase"] == "train"]
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "eval": {str(r["step"]): r["eval/success"] for r in rows if r["phase"] == "eval"},
+            "step_s": sum(r["time/step"] for r in train),
+            "tokens": sum(r["cost/rollout_tokens"] + r.get("cost/branch_tokens", 0.0) for r in train)}
+
+
+def measure(before: str, seeds: list[int], threads: str, policy: str | None) -> dict:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(old), before], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            policy = policy or build_policy(Path(tmp) / "policy")
+            seeds_out = {}
+            for seed in seeds:
+                print(f"[cell] seed {seed}: {before} and {head.stdout.strip()} side by side ...", flush=True)
+                jobs = [(old, Path(tmp) / f"before-{seed}"), (ROOT, Path(tmp) / f"after-{seed}")]
+                with ThreadPoolExecutor(2) as pool:
+                    b, a = pool.map(lambda job: train_cell(*job, policy, seed, threads), jobs)
+                seeds_out[str(seed)] = {"before": b, "after": a}
+                print(f"[cell] seed {seed}: {b['wall_s']:.0f} s before, {a['wall_s']:.0f} s after "
+                      f"({a['wall_s'] / b['wall_s']:.2f}x)", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+    return {"before": before, "after": head.stdout.strip(), "threads": threads, "policy": policy,
+            "cell": CELL, "seeds": seeds_out}
+
+
+def paired_line(diffs: list[float]) -> str:
+    from prover.bench.stats import t_interval
+
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return f"{100 * mean:+.1f}"
+    ci = t_interval(diffs)
+    return f"{100 * mean:+.1f} [{100 * ci.lo:+.1f}, {100 * ci.hi:+.1f}]"
+
+
+def table(res: dict) -> list[str]:
+    """The section's markdown: each seed's seconds side by side, then the totals and the agreement check."""
+    seeds = res["seeds"]
+    lines = [f"benchmarks/bench_pivot_12steps.yaml's prover+contrast cell (12 steps, 288 held-out episodes at "
+             f"steps 0, 6, 12) at {res['before']} and at {res['after']}, both at once for each seed, "
+             f"threads: {res['threads']} (`python benchmarks/perf.py --sections cell --before {res['before']} "
+             f"--cell-threads {res['threads']}`).", "",
+             "| seed | before s | after s | after / before (wall) | before CPU s | after CPU s | "
+             "held-out success before (0, 6, 12) | after (0, 6, 12) |", "|---|---|---|---|---|---|---|---|"]
+    for seed, r in seeds.items():
+        b, a = r["before"], r["after"]
+        curve = lambda x: ", ".join(f"{v:.3f}" for _, v in sorted(x["eval"].items(), key=lambda kv: int(kv[0])))
+        lines.append(f"| {seed} | {b['wall_s']:.0f} | {a['wall_s']:.0f} | {a['wall_s'] / b['wall_s']:.2f}x | "
+                     f"{b['cpu_s']:.0f} | {a['cpu_s']:.0f} | {curve(b)} | {curve(a)} |")
+    wall = [sum(r[k]["wall_s"] for r in seeds.values()) for k in ("before", "after")]
+    cpu = [sum(r[k]["cpu_s"] for r in seeds.values()) for k in ("before", "after")]
+    lines.append(f"| **all** | **{wall[0]:.0f}** | **{wall[1]:.0f}** | **{wall[1] / wall[0]:.2f}x** | {cpu[0]:.0f} | "
+                 f"{cpu[1]:.0f} ({cpu[1] / cpu[0]:.2f}x) | | |")
+    steps = sorted({int(s) for r in seeds.values() for s in r["after"]["eval"]})
+    diffs = {s: [r["after"]["eval"][str(s)] - r["before"]["eval"][str(s)] for r in seeds.values()] for s in steps}
+    agree = "; ".join(f"step {s}: {paired_line(d)}" for s, d in diffs.items())
+    lines += ["", f"Held-out success, after - before, points (mean [95% t interval] over {len(seeds)} seeds): "
+              f"{agree}."]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True, help="git revision timed beside this tree")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--threads", default="1", help="OMP_NUM_THREADS for both trees, or 'default'")
+    ap.add_argument("--policy", help="warm-started policy folder (default: built here)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "perf" / "cell.json"))
+    args = ap.parse_args()
+    res = measure(args.before, [int(s) for s in args.seeds.split(",")], args.threads, args.policy)
+    Path(args.out).write_text(json.dumps(res, indent=1))
+    print("\n".join(table(res)))
+
+
+if __name__ == "__main__":
+    main()
