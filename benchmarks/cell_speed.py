@@ -95,7 +95,7 @@ def measure(before: str, seeds: list[int], threads: str, policy: str | None) -> 
                 print(f"[cell] seed {seed}: {before} and {head.stdout.strip()} side by side ...", flush=True)
                 jobs = [(old, Path(tmp) / f"before-{seed}"), (ROOT, Path(tmp) / f"after-{seed}")]
                 with ThreadPoolExecutor(2) as pool:
-                    b, a = pool.map(lambda job: train_cell(*job, policy, seed, threads), jobs)
+                    b, a = pool.map(lambda job, s=seed: train_cell(*job, policy, s, threads), jobs)
                 seeds_out[str(seed)] = {"before": b, "after": a}
                 print(f"[cell] seed {seed}: {b['wall_s']:.0f} s before, {a['wall_s']:.0f} s after "
                       f"({a['wall_s'] / b['wall_s']:.2f}x)", flush=True)
@@ -115,6 +115,10 @@ def paired_line(diffs: list[float]) -> str:
     return f"{100 * mean:+.1f} [{100 * ci.lo:+.1f}, {100 * ci.hi:+.1f}]"
 
 
+def curve(cell: dict) -> str:
+    return ", ".join(f"{v:.3f}" for _, v in sorted(cell["eval"].items(), key=lambda kv: int(kv[0])))
+
+
 def table(res: dict) -> list[str]:
     """The section's markdown: each seed's seconds side by side, then the totals and the agreement check."""
     seeds = res["seeds"]
@@ -126,7 +130,6 @@ def table(res: dict) -> list[str]:
              "held-out success before (0, 6, 12) | after (0, 6, 12) |", "|---|---|---|---|---|---|---|---|"]
     for seed, r in seeds.items():
         b, a = r["before"], r["after"]
-        curve = lambda x: ", ".join(f"{v:.3f}" for _, v in sorted(x["eval"].items(), key=lambda kv: int(kv[0])))
         lines.append(f"| {seed} | {b['wall_s']:.0f} | {a['wall_s']:.0f} | {a['wall_s'] / b['wall_s']:.2f}x | "
                      f"{b['cpu_s']:.0f} | {a['cpu_s']:.0f} | {curve(b)} | {curve(a)} |")
     wall = [sum(r[k]["wall_s"] for r in seeds.values()) for k in ("before", "after")]
