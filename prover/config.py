@@ -72,6 +72,15 @@ class RolloutConfig(Section):
     max_env_error_share: float = Field(0.25, ge=0.0, le=1.0, description="An episode whose env raises or breaks "
                                        "its contract ends as failed (rollout/env_errors); past this share of a "
                                        "step's episodes the run stops with one line.")
+    max_off_policy_steps: int = Field(0, ge=0, description="k: sample step s+1's batch (up to s+k) in a worker "
+                                      "process while the learner updates on step s's, so rows of step s come from "
+                                      "the policy of max(start, s-1-k) updates; 0 samples each step after the last "
+                                      "update (on-policy). Branching and evaluation keep the learner's current "
+                                      "policy (prover/async_rollout.py). Needs an engine that holds its own weights "
+                                      "(hf) and one process.")
+    worker_timeout_s: float = Field(1800.0, gt=0.0, description="With max_off_policy_steps > 0: most seconds to "
+                                    "wait for the rollout worker's next batch before the run stops with one line "
+                                    "(a worker that dies is reported at once).")
 
 
 class RewardConfig(Section):
@@ -326,7 +335,12 @@ def check_parts_fit(cfg: TrainConfig) -> None:
 
     # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
     check_env_settings(cfg.env.name, cfg.env.kwargs)
-    ENGINES.get(cfg.engine.name).validate_kwargs(cfg.engine.kwargs)
+    engine = ENGINES.get(cfg.engine.name)
+    engine.validate_kwargs(cfg.engine.kwargs)
+    if cfg.rollout.max_off_policy_steps and not getattr(engine, "own_weights", False):
+        raise ConfigError(f"rollout.max_off_policy_steps={cfg.rollout.max_off_policy_steps} samples ahead in a "
+                          f"worker process with its own copy of the policy, but engine {cfg.engine.name!r} does "
+                          "not hold its own weights; use engine.name=hf or rollout.max_off_policy_steps=0")
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
     if cfg.judge.name is not None:

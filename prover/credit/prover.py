@@ -149,7 +149,9 @@ class ProVer(GRPO):
                           seed=seed, **cfg.verify_kwargs())
         deltas = [v.delta for v in verdicts]
         for (gi, req, seg, why, replies), v in zip(valid, verdicts):
-            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies))
+            sampled = req.success.turns[seg.start_turn].policy_version  # one version per trajectory
+            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies,
+                                          sampled_version=sampled, verify_version=v.verify_version))
             if v.accepted:
                 per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
         metrics = {
@@ -173,4 +175,7 @@ class ProVer(GRPO):
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
             metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _, _ in valid]))
             metrics["credit/delta"] = float(np.mean(deltas))
+            versions = [v.verify_version for v in verdicts if v.verify_version is not None]
+            if versions:  # which policy verified this step's segments (prover/async_rollout.py: the learner's)
+                metrics["credit/verify_policy_version"] = float(max(versions))
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics, segments=checked)

@@ -58,10 +58,14 @@ class Tally:
     wins: int = 0
     n: int = 0
     free: int = 0  # of n, taken from the group's own trajectories
+    # the policy version whose continuations drew the branched samples (free ones come from the group's own
+    # runs, sampled by Turn.policy_version); None until one is drawn or when the Brancher does not say
+    version: int | None = None
 
-    def add(self, won: Any) -> None:
+    def add(self, won: Any, version: int | None = None) -> None:
         self.wins += int(sum(bool(w) for w in won))
         self.n += len(won)
+        self.version = version if version is not None else self.version
 
     @property
     def mean(self) -> float:
@@ -81,6 +85,13 @@ class Verdict:
     @property
     def delta(self) -> float:
         return self.post.mean - self.pre.mean
+
+    @property
+    def verify_version(self) -> int | None:
+        """The policy version that verified the segment: its continuations' (one per step, so both sides
+        agree); None when every sample was free."""
+        versions = [t.version for t in (self.pre, self.post) if t.version is not None]
+        return max(versions) if versions else None
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,7 @@ def _draw(brancher: Any, asks: list[tuple[Boundaries, int, int]], seed: int) -> 
     """One Brancher call for every (boundaries, side, n) asked; adds the outcomes to the tallies."""
     requests = [BranchRequest(b.group.trajectories[b.target], b.turns[side], n) for b, side, n in asks]
     for (b, side, _), result in zip(asks, brancher.continue_from(requests, seed=seed)):
-        b.tallies[side].add(result.won)
+        b.tallies[side].add(result.won, result.policy_version)
 
 
 def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, round_size: int,

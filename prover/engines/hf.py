@@ -25,6 +25,7 @@ class HFEngine(Engine):
     ``engine.kwargs`` are the constructor's keyword arguments (``Engine.validate_kwargs``)."""
 
     name = "hf"
+    own_weights = True
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
                  batch_size: int = 64) -> None:
