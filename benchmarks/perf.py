@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
 SECTIONS = ("main", "verify", "overhead", "envs", "credit")
+ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks/async_rollout.py
 
 
 # -- main: the README's main job, phase by phase --------------------------------------------------------
@@ -211,11 +212,19 @@ def main() -> None:
                               time.gmtime()), "load_avg_1m": os.getloadavg()[0], "cpus": os.cpu_count(),
                               "python": platform.python_version()}
         (RESULTS / f"{section}.json").write_text(json.dumps(result, indent=1))
+    write_page()
+    print(PAGE.read_text().split("\n## ")[0])
+
+
+def write_page() -> None:
+    """docs/perf.md from every saved section, and benchmarks/async_rollout.py's result when there is one."""
     from perf_page import render
 
-    PAGE.write_text(render({s: json.loads((RESULTS / f"{s}.json").read_text()) for s in SECTIONS
-                            if (RESULTS / f"{s}.json").is_file()}))
-    print(PAGE.read_text().split("\n## ")[0])
+    results = {s: json.loads((RESULTS / f"{s}.json").read_text()) for s in SECTIONS
+               if (RESULTS / f"{s}.json").is_file()}
+    if ASYNC.is_file():
+        results["async"] = json.loads(ASYNC.read_text())
+    PAGE.write_text(render(results))
 
 
 if __name__ == "__main__":

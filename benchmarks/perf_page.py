@@ -5,7 +5,8 @@ from __future__ import annotations
 HEAD = """# Performance
 
 Written by `python benchmarks/perf.py` (all sections; `--sections main,verify` reruns some, `--render`
-rewrites this page from `benchmarks/results/perf/*.json`). The machine is a shared 2-core CPU box, so each
+rewrites this page from `benchmarks/results/perf/*.json`); the section on asynchronous rollouts comes from
+`benchmarks/async_rollout.py` (`benchmarks/results/async_rollout.json`). The machine is a shared 2-core CPU box, so each
 number is best read as a ratio within its own section: the sections were measured at different times
 under different loads (the load average is printed with each).
 """
@@ -117,6 +118,32 @@ def section_script(title: str, res: dict) -> list[str]:
     return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", res["output"]]
 
 
+def section_async(res: dict) -> list[str]:
+    """benchmarks/async_rollout.py: steps per hour and held-out success, synchronous against asynchronous."""
+    lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "", f"`{res['command']}`", "",
+             f"{res['steps']} GRPO steps per cell from one warm start per env; the cells of a seed ran one after the "
+             "other. `async` is two processes (learner, rollout worker), one torch thread each, and samples each "
+             "step's batch one policy version behind the learner (prover/async_rollout.py); `sync` is today's loop "
+             "with one thread, `sync-2-threads` the same with two. Steps per hour exclude step 1 (the worker's "
+             "start); the load average was measured at the end of each cell.", "",
+             "| env | seed | mode | steps/h | vs sync | s/step: wait for batch | sampling | learner | held-out "
+             "start -> end | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    sync = {(c["env"], c["seed"]): c["steps_per_hour"] for c in res["cells"] if c["mode"] == "sync"}
+    for c in res["cells"]:
+        ph = c["phases"]
+        lines.append(f"| {c['env']} | {c['seed']} | {c['mode']} | {c['steps_per_hour']:.0f} "
+                     f"| {c['steps_per_hour'] / sync[c['env'], c['seed']]:.2f}x | {ph['time/rollout']:.1f} "
+                     f"| {ph['time/rollout_sampling']:.1f} | {ph['time/learner']:.1f} "
+                     f"| {c['eval_start']:.3f} -> {c['eval_end']:.3f} | {c['load_avg_1m']:.1f} |")
+    lines += ["", "| env | async / sync steps per hour, per seed | held-out after the last step: sync; async; "
+              "async - sync per seed |", "|---|---|---|"]
+    for env, s in res["summary"].items():
+        ratios = ", ".join(f"{r:.2f}x" for r in s["async_over_sync_steps_per_hour"])
+        diffs = ", ".join(f"{d:+.3f}" for d in s["eval_end_diff"])
+        lines.append(f"| {env} | {ratios} | {s['eval_end_sync']:.3f}; {s['eval_end_async']:.3f}; {diffs} |")
+    return lines + ([""] + res["notes"] if res.get("notes") else [])
+
+
 def render(results: dict) -> str:
     parts = [HEAD.strip(), ""] + summary(results)
     if "main" in results:
@@ -129,4 +156,6 @@ def render(results: dict) -> str:
         parts += [""] + section_script("Environments: steps/s and snapshots", results["envs"])
     if "credit" in results:
         parts += [""] + section_script("Credit methods: advantage time on one recorded batch", results["credit"])
+    if "async" in results:
+        parts += [""] + section_async(results["async"])
     return "\n".join(parts) + "\n"

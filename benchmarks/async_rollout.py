@@ -1,0 +1,152 @@
+"""Asynchronous rollouts against the synchronous loop, side by side in one run (issue 29 §3).
+
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py [--envs pivot-sim alfworld-sim]
+        [--seeds 0 1 2] [--steps 8] [--out benchmarks/results/async_rollout.json] [overrides ...]
+
+Per env, one warm start (seed 0) shared by every cell; then per seed, back to back on the same warm start
+and tasks: the synchronous loop (``rollout.max_off_policy_steps=0``, one process, one torch thread), the
+asynchronous one (``=1``: learner and rollout worker, one thread each) and, for the first seed only, the
+synchronous loop with two torch threads (the other way to use the second core). Each cell reports:
+
+- steps per hour of its RL loop, from the end of step 1 to the end of the last step (the worker's start,
+  paid once per run, is left out and reported apart as step 1's time);
+- the mean seconds per phase (``time/rollout`` is the wait for the batch; ``time/rollout_sampling`` the
+  sampling itself, in the worker when asynchronous);
+- held-out success at step 0 and after the last step (``eval.episodes`` episodes, the same tasks for
+  every cell), and the mean lag of its rows.
+
+Writes the JSON (``--out``) and rewrites docs/perf.md with it (benchmarks/perf.py's page). The machine is
+a shared 2-core box: the cells of a seed run one after the other, so read the ratios within a seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "async_rollout.json"
+# small enough that 2 envs x 3 seeds x (sync, async) fit in about 40 minutes on the shared 2-core box
+SETTINGS = [
+    "model.tiny.vocab_size=512", "model.tiny.hidden_size=64", "model.tiny.num_layers=2", "model.tiny.num_heads=4",
+    "model.tiny.intermediate_size=192", "model.tiny.corpus_episodes=100",
+    "warmstart.episodes=300", "warmstart.epochs=1", "warmstart.random_action_share=0.5",
+    "rollout.groups_per_step=4", "rollout.group_size=4", "rollout.max_turns=12",
+    "learner.lr=1e-4", "eval.episodes=96", "eval.split=test", "run.save_groups=0", "run.keep_checkpoints=1",
+    "credit.name=grpo",
+]
+MODES = {"sync": (0, 1), "async": (1, 1), "sync-2-threads": (0, 2)}  # (max_off_policy_steps, torch threads)
+
+
+def warm_start(env: str, base: Path, overrides: list[str]) -> Path:
+    """The env's warm-started policy folder, built once (seed 0) by a zero-step run."""
+    from prover.config import load_config
+    from prover.trainer import Trainer
+
+    cfg = load_config(None, SETTINGS + overrides + [f"env.name={env}", "steps=0", "seed=0",
+                                                   f"run.dir={base / env / 'warm'}"])
+    Trainer(cfg).close()  # building it builds the tiny model and its warm start under run.dir/models
+    return next((base / env / "warm" / "models").glob("warmstart-*"))
+
+
+def cell(env: str, seed: int, mode: str, steps: int, policy: Path, base: Path, overrides: list[str]) -> dict:
+    """One training run; its clocks, phases, lag and held-out success."""
+    import torch
+
+    from prover.config import load_config
+    from prover.trainer import Trainer
+
+    k, threads = MODES[mode]
+    torch.set_num_threads(threads)
+    cfg = load_config(None, SETTINGS + overrides + [
+        f"env.name={env}", f"seed={seed}", f"steps={steps}", f"rollout.max_off_policy_steps={k}",
+        f"model.path={policy}", "warmstart.enabled=false", f"run.dir={base / env / f'{mode}-{seed}'}"])
+    trainer = Trainer(cfg)
+    ends: list[float] = []
+    log = trainer.run.log
+
+    def timed_log(record: dict, *args, **kwargs) -> None:
+        if record.get("phase") == "train":
+            ends.append(time.perf_counter())
+        log(record, *args, **kwargs)
+
+    trainer.run.log = timed_log
+    t0 = time.perf_counter()
+    trainer.train()
+    hist = trainer.run.history()
+    train = [r for r in hist if r["phase"] == "train"]
+    evals = {r["step"]: r["eval/success"] for r in hist if r["phase"] == "eval"}
+    phases = ["time/rollout", "time/rollout_sampling", "time/credit", "time/learner", "time/sync", "time/step"]
+    return {"env": env, "seed": seed, "mode": mode, "max_off_policy_steps": k, "threads": threads,
+            "steps": steps, "steps_per_hour": 3600 * (len(ends) - 1) / (ends[-1] - ends[0]),
+            "step1_s": train[0]["time/step"], "wall_s": time.perf_counter() - t0,
+            "phases": {p: statistics.mean(r[p] for r in train) for p in phases},
+            "mean_lag": statistics.mean(r["rollout/policy_lag"] for r in train),
+            "eval_start": evals[0], "eval_end": evals[steps], "load_avg_1m": os.getloadavg()[0]}
+
+
+def summarize(cells: list[dict]) -> dict:
+    """Per env: async / sync steps per hour (mean of per-seed ratios) and held-out success, both means and
+    the paired async - sync differences."""
+    out = {}
+    for env in dict.fromkeys(c["env"] for c in cells):
+        mine = {(c["seed"], c["mode"]): c for c in cells if c["env"] == env}
+        seeds = sorted({s for s, m in mine if m == "async" and (s, "sync") in mine})
+        ratio = [mine[s, "async"]["steps_per_hour"] / mine[s, "sync"]["steps_per_hour"] for s in seeds]
+        diff = [mine[s, "async"]["eval_end"] - mine[s, "sync"]["eval_end"] for s in seeds]
+        two = [mine[s, "sync-2-threads"]["steps_per_hour"] / mine[s, "sync"]["steps_per_hour"] for s in seeds
+               if (s, "sync-2-threads") in mine]
+        out[env] = {"seeds": seeds, "async_over_sync_steps_per_hour": ratio,
+                    "sync2_over_sync_steps_per_hour": two,
+                    "eval_start": statistics.mean(mine[s, "sync"]["eval_start"] for s in seeds),
+                    "eval_end_sync": statistics.mean(mine[s, "sync"]["eval_end"] for s in seeds),
+                    "eval_end_async": statistics.mean(mine[s, "async"]["eval_end"] for s in seeds),
+                    "eval_end_diff": diff}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--envs", nargs="+", default=["pivot-sim", "alfworld-sim"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--keep", type=Path, help="run folders here instead of a temporary folder")
+    ap.add_argument("overrides", nargs="*")
+    args = ap.parse_args()
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    cells = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.keep or Path(tmp)
+        for env in args.envs:
+            policy = warm_start(env, base, args.overrides)
+            for seed in args.seeds:
+                for mode in ["sync", "async"] + (["sync-2-threads"] if seed == args.seeds[0] else []):
+                    cells.append(cell(env, seed, mode, args.steps, policy, base, args.overrides))
+                    c = cells[-1]
+                    print(f"{env} seed {seed} {mode}: {c['steps_per_hour']:.0f} steps/h, held-out "
+                          f"{c['eval_start']:.3f} -> {c['eval_end']:.3f}, lag {c['mean_lag']:.2f}", flush=True)
+    result = {"command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py " + " ".join(sys.argv[1:]),
+              "settings": SETTINGS + args.overrides, "steps": args.steps, "cells": cells,
+              "summary": summarize(cells),
+              "measured": {"seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                           time.gmtime()), "load_avg_1m": load0, "load_avg_1m_end": os.getloadavg()[0],
+                           "cpus": os.cpu_count(), "python": platform.python_version()}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    from perf import write_page
+
+    write_page()
+    print(json.dumps(result["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()
