@@ -1,12 +1,13 @@
 """Asynchronous rollouts against the synchronous loop, side by side in one run (issue 29 §3).
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py [--envs pivot-sim alfworld-sim]
-        [--seeds 0 1 2] [--steps 8] [--out benchmarks/results/async_rollout.json] [overrides ...]
+        [--seeds 0 1 2] [--steps 12] [--policy ENV=DIR ...] [--two-threads] [--out FILE] [overrides ...]
 
-Per env, one warm start (seed 0) shared by every cell; then per seed, back to back on the same warm start
-and tasks: the synchronous loop (``rollout.max_off_policy_steps=0``, one process, one torch thread), the
-asynchronous one (``=1``: learner and rollout worker, one thread each) and, for the first seed only, the
-synchronous loop with two torch threads (the other way to use the second core). Each cell reports:
+Per env, one warm start (the bench recipe's, or ``--policy``) shared by every cell; then per seed, back
+to back on the same warm start and tasks: the synchronous loop (``rollout.max_off_policy_steps=0``, one
+process, one torch thread), the asynchronous one (``=1``: learner and rollout worker, one thread each)
+and, with ``--two-threads``, for the first seed only, the synchronous loop with two torch threads (the
+other way to use the second core). Each cell reports:
 
 - steps per hour of its RL loop, from the end of step 1 to the end of the last step (the worker's start,
   paid once per run, is left out and reported apart as step 1's time);
@@ -33,25 +34,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "async_rollout.json"
-# small enough that 2 envs x 3 seeds x (sync, async) fit in about 40 minutes on the shared 2-core box
-SETTINGS = [
-    "model.tiny.vocab_size=512", "model.tiny.hidden_size=64", "model.tiny.num_layers=2", "model.tiny.num_heads=4",
-    "model.tiny.intermediate_size=192", "model.tiny.corpus_episodes=100",
-    "warmstart.episodes=300", "warmstart.epochs=1", "warmstart.random_action_share=0.5",
-    "rollout.groups_per_step=4", "rollout.group_size=4", "rollout.max_turns=12",
-    "learner.lr=1e-4", "eval.episodes=96", "eval.split=test", "run.save_groups=0", "run.keep_checkpoints=1",
-    "credit.name=grpo",
-]
+# the recipes of the benches (benchmarks/bench_pivot_tuning.yaml, 2 racks; benchmarks/bench_alfworld.yaml), with
+# ProVer + contrast (K = 4) as the method, so verification runs under staleness too; 192 held-out episodes
+TINY = ["model.tiny.vocab_size=1024", "model.tiny.hidden_size=96", "model.tiny.num_layers=3", "model.tiny.num_heads=4",
+        "model.tiny.intermediate_size=288", "model.tiny.corpus_episodes=200"]
+COMMON = ["credit.name=prover", "judge.name=contrast", "credit.samples=4", "rollout.groups_per_step=4",
+          "rollout.group_size=4", "eval.episodes=192", "eval.split=train", "run.save_groups=2",
+          "run.keep_checkpoints=1"]
+ENVS = {
+    "pivot-sim": {"warm_seed": 100, "settings": TINY + COMMON + [
+        "warmstart.episodes=600", "warmstart.epochs=2", "warmstart.random_action_share=0.5", "learner.lr=2e-5",
+        "rollout.max_turns=16", "eval.temperature=1.0"]},
+    "alfworld-sim": {"warm_seed": 0, "settings": TINY + COMMON + [
+        "warmstart.episodes=1000", "warmstart.epochs=2", "rollout.max_turns=15", "eval.temperature=0.4"]},
+}
 MODES = {"sync": (0, 1), "async": (1, 1), "sync-2-threads": (0, 2)}  # (max_off_policy_steps, torch threads)
 
 
 def warm_start(env: str, base: Path, overrides: list[str]) -> Path:
-    """The env's warm-started policy folder, built once (seed 0) by a zero-step run."""
+    """The env's warm-started policy folder, built once by a zero-step run (its seed is the bench's)."""
     from prover.config import load_config
     from prover.trainer import Trainer
 
-    cfg = load_config(None, SETTINGS + overrides + [f"env.name={env}", "steps=0", "seed=0",
-                                                   f"run.dir={base / env / 'warm'}"])
+    cfg = load_config(None, ENVS[env]["settings"] + overrides + [
+        f"env.name={env}", "steps=0", f"seed={ENVS[env]['warm_seed']}", f"run.dir={base / env / 'warm'}"])
     Trainer(cfg).close()  # building it builds the tiny model and its warm start under run.dir/models
     return next((base / env / "warm" / "models").glob("warmstart-*"))
 
@@ -65,7 +71,7 @@ def cell(env: str, seed: int, mode: str, steps: int, policy: Path, base: Path, o
 
     k, threads = MODES[mode]
     torch.set_num_threads(threads)
-    cfg = load_config(None, SETTINGS + overrides + [
+    cfg = load_config(None, ENVS[env]["settings"] + overrides + [
         f"env.name={env}", f"seed={seed}", f"steps={steps}", f"rollout.max_off_policy_steps={k}",
         f"model.path={policy}", "warmstart.enabled=false", f"run.dir={base / env / f'{mode}-{seed}'}"])
     trainer = Trainer(cfg)
@@ -114,27 +120,35 @@ def summarize(cells: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--envs", nargs="+", default=["pivot-sim", "alfworld-sim"])
+    ap.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--policy", nargs="*", default=[], metavar="ENV=DIR", help="a warm start already built with "
+                    "the env's recipe (e.g. a bench's shared models/warmstart-* folder) instead of building it")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--keep", type=Path, help="run folders here instead of a temporary folder")
+    ap.add_argument("--two-threads", action="store_true", help="also the synchronous loop on two torch threads "
+                    "(first seed)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
+    given = dict(p.split("=", 1) for p in args.policy)
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     cells = []
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
         for env in args.envs:
-            policy = warm_start(env, base, args.overrides)
+            policy = Path(given[env]) if env in given else warm_start(env, base, args.overrides)
             for seed in args.seeds:
-                for mode in ["sync", "async"] + (["sync-2-threads"] if seed == args.seeds[0] else []):
+                extra = ["sync-2-threads"] if args.two_threads and seed == args.seeds[0] else []
+                for mode in ["sync", "async", *extra]:
                     cells.append(cell(env, seed, mode, args.steps, policy, base, args.overrides))
                     c = cells[-1]
                     print(f"{env} seed {seed} {mode}: {c['steps_per_hour']:.0f} steps/h, held-out "
                           f"{c['eval_start']:.3f} -> {c['eval_end']:.3f}, lag {c['mean_lag']:.2f}", flush=True)
     result = {"command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py " + " ".join(sys.argv[1:]),
-              "settings": SETTINGS + args.overrides, "steps": args.steps, "cells": cells,
+              "settings": {env: ENVS[env]["settings"] + args.overrides for env in args.envs}, "steps": args.steps,
+              "method": "prover + contrast judge, credit.samples=4",
+              "policies": {env: given.get(env, "built") for env in args.envs}, "cells": cells,
               "summary": summarize(cells),
               "measured": {"seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                            time.gmtime()), "load_avg_1m": load0, "load_avg_1m_end": os.getloadavg()[0],

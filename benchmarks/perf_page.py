@@ -121,19 +121,19 @@ def section_script(title: str, res: dict) -> list[str]:
 def section_async(res: dict) -> list[str]:
     """benchmarks/async_rollout.py: steps per hour and held-out success, synchronous against asynchronous."""
     lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "", f"`{res['command']}`", "",
-             f"{res['steps']} GRPO steps per cell from one warm start per env; the cells of a seed ran one after the "
-             "other. `async` is two processes (learner, rollout worker), one torch thread each, and samples each "
-             "step's batch one policy version behind the learner (prover/async_rollout.py); `sync` is today's loop "
-             "with one thread, `sync-2-threads` the same with two. Steps per hour exclude step 1 (the worker's "
-             "start); the load average was measured at the end of each cell.", "",
-             "| env | seed | mode | steps/h | vs sync | s/step: wait for batch | sampling | learner | held-out "
-             "start -> end | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+             f"{res['steps']} RL steps per cell ({res.get('method', '')}) from one warm start per env; the cells "
+             "of a seed ran one after the other. `async` is two processes (learner, rollout worker), one torch "
+             "thread each, and samples each step's batch one policy version behind the learner "
+             "(prover/async_rollout.py); `sync` is today's loop on one thread, `sync-2-threads` the same on two. "
+             "Steps per hour exclude step 1 (the worker's start); the load average is at the end of each cell.", "",
+             "| env | seed | mode | steps/h | vs sync | s/step: wait for batch | sampling | credit | learner "
+             "| held-out start -> end | load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     sync = {(c["env"], c["seed"]): c["steps_per_hour"] for c in res["cells"] if c["mode"] == "sync"}
     for c in res["cells"]:
         ph = c["phases"]
         lines.append(f"| {c['env']} | {c['seed']} | {c['mode']} | {c['steps_per_hour']:.0f} "
                      f"| {c['steps_per_hour'] / sync[c['env'], c['seed']]:.2f}x | {ph['time/rollout']:.1f} "
-                     f"| {ph['time/rollout_sampling']:.1f} | {ph['time/learner']:.1f} "
+                     f"| {ph['time/rollout_sampling']:.1f} | {ph['time/credit']:.1f} | {ph['time/learner']:.1f} "
                      f"| {c['eval_start']:.3f} -> {c['eval_end']:.3f} | {c['load_avg_1m']:.1f} |")
     lines += ["", "| env | async / sync steps per hour, per seed | held-out after the last step: sync; async; "
               "async - sync per seed |", "|---|---|---|"]
