@@ -61,7 +61,7 @@ from prover.errors import ConfigError, ProverError, WorkerError
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
 
-POLL_S = 0.5  # how often a wait looks whether the other process is still alive
+POLL_S = 0.5  # how often a wait for the worker looks at its deadline
 CLOSE_GRACE_S = 10.0  # a worker asked to stop gets this long before it is terminated
 
 
@@ -225,7 +225,10 @@ class AheadBatches(StepBatches):
                 raise WorkerError(f"the rollout worker sent nothing for {self.timeout_s:g} s while {what}; raise "
                                   "rollout.worker_timeout_s if its rollouts take that long") from None
             if kind == "eof":
-                code = self.proc.wait(CLOSE_GRACE_S)
+                try:
+                    code = self.proc.wait(CLOSE_GRACE_S)
+                except subprocess.TimeoutExpired:  # its pipe closed, the process not yet gone
+                    code = None
                 raise WorkerError(f"the rollout worker process died (exit code {code}) while {what}")
             value = pickle.loads(blob)
             if kind == "error":

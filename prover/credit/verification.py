@@ -198,7 +198,12 @@ def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, roun
 
 
 def verify_metrics(verdicts: list[Verdict]) -> dict[str, float]:
-    """Per step: samples used at the boundaries (free ones apart) and the rounds the slowest segment took."""
-    return {"credit/verify_samples": float(sum(v.pre.n + v.post.n for v in verdicts)),
-            "credit/verify_free_samples": float(sum(v.pre.free + v.post.free for v in verdicts)),
-            "credit/verify_rounds": float(max((v.rounds for v in verdicts), default=0))}
+    """Per step: samples used at the boundaries (free ones apart), the rounds the slowest segment took, and
+    the policy version that drew the continuations (when any were drawn)."""
+    out = {"credit/verify_samples": float(sum(v.pre.n + v.post.n for v in verdicts)),
+           "credit/verify_free_samples": float(sum(v.pre.free + v.post.free for v in verdicts)),
+           "credit/verify_rounds": float(max((v.rounds for v in verdicts), default=0))}
+    versions = [v.verify_version for v in verdicts if v.verify_version is not None]
+    if versions:  # the policy whose continuations verified the step's segments (prover/async_rollout.py)
+        out["credit/verify_policy_version"] = float(max(versions))
+    return out
