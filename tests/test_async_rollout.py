@@ -73,9 +73,20 @@ def main_rollout(policy_dir: Path, engine: HFEngine | None = None) -> Rollout:
                    sampling=SamplingParams(max_new_tokens=8))
 
 
+STARTED: list[AheadBatches] = []  # closed after each test, whatever it asserted
+
+
+@pytest.fixture(autouse=True)
+def _close_workers():
+    yield
+    while STARTED:
+        STARTED.pop().close()
+
+
 def ahead(policy_dir: Path, cfg: TrainConfig, engine_cls: type = HFEngine) -> AheadBatches:
     spec = WorkerSpec(cfg, str(policy_dir), AlfworldSimEnv, engine_cls, 0)
-    return AheadBatches(main_rollout(policy_dir), plan, 0, spec, last_step=cfg.steps)
+    STARTED.append(AheadBatches(main_rollout(policy_dir), plan, 0, spec, last_step=cfg.steps))
+    return STARTED[-1]
 
 
 # -- the default is today's loop --------------------------------------------------------------------
