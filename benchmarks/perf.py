@@ -1,6 +1,6 @@
 """One performance page: every speed and cost figure of the loop, measured in one run, written to docs/perf.md.
 
-    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit] [--before REV] [--steps 12]
+    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit,limits] [--before REV] [--steps 12]
                               [--batches 6] [--policy DIR] [--render]
 
 Sections, each kept as JSON in benchmarks/results/perf/<section>.json (``--render`` rewrites the page from
@@ -18,6 +18,8 @@ them without measuring; a section run alone replaces only its own file):
 - envs:     benchmarks/env_speed.py: env steps/s and snapshot+restore us of every embedded env, and
             alfworld-sim against the real TextWorld engine (prover-alfworld) on the same games.
 - credit:   benchmarks/credit_speed.py: each credit method's advantage time on one recorded batch.
+- limits:   benchmarks/limits.py: this CPU's matrix-product peak, each phase's achieved FLOP/s against it,
+            and the threads and padding levers side by side.
 
 The machine is shared and noisy: read ratios within a section, not seconds across sections.
 """
@@ -38,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
-SECTIONS = ("main", "verify", "overhead", "envs", "credit")
+SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks/async_rollout.py
 
 
@@ -174,6 +176,12 @@ def section_envs(args: argparse.Namespace, keep: Path) -> dict:
 
 def section_credit(args: argparse.Namespace, keep: Path) -> dict:
     return script_section(["benchmarks/credit_speed.py"])
+
+
+def section_limits(args: argparse.Namespace, keep: Path) -> dict:
+    from limits import measure
+
+    return measure(args.policy)
 
 
 # -- the page --------------------------------------------------------------------------------------------

@@ -109,11 +109,17 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from prover.engines import make_engine
     from prover.envs import make_env
+    from prover.lora import is_adapter_checkpoint, merged_policy
+    from prover.modeling import apply_threads
+    from prover.progress import Reporter
     from prover.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
+    if is_adapter_checkpoint(model):  # a LoRA run's checkpoint: its base with the adapter merged in
+        model = merged_policy(cfg, Path(model), Reporter())
+    apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
     engine = make_engine(cfg.engine.name, str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
     rollout = None
     try:

@@ -36,6 +36,18 @@ class TinyModelConfig(Section):
                                  "the tokenizer.")
 
 
+class LoraConfig(Section):
+    enabled: bool = Field(False, description="Train LoRA adapters (peft; pip install 'prover-rl[lora]') on the RL "
+                          "phase's starting policy, which stays frozen, instead of every weight; checkpoints then "
+                          "hold the adapters alone. The warm start, when on, still trains every weight.")
+    rank: int = Field(16, ge=1, description="Rank r of each adapter's factors B (out x r) and A (r x in).")
+    alpha: float = Field(32.0, gt=0.0, description="An adapted weight W acts as W + (alpha / rank) B A.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapters' input; 0 keeps the log-probs "
+                           "the learner trains through equal to those the engine sampled with.")
+    target_modules: str | list[str] = Field("all-linear", description="Linear layers that get an adapter, by name "
+                                            "(e.g. [q_proj,v_proj]), or 'all-linear': every one but the LM head.")
+
+
 class ModelConfig(Section):
     path: str = Field("tiny", description="A local Hugging Face checkpoint folder (e.g. Qwen3.5-2B), or 'tiny' to "
                                           "build a tiny Qwen3-architecture model and tokenizer from the env's text.")
@@ -43,6 +55,7 @@ class ModelConfig(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype.")
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for the "
                                                  "tokenizer's chat template, e.g. {enable_thinking: false} for Qwen3.")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapters in place of full fine-tuning.")
 
 
 class EngineConfig(Section):
@@ -194,6 +207,11 @@ class RunConfig(Section):
 class TrainConfig(Section):
     seed: int = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus.")
     steps: int = Field(12, ge=0, description="RL steps (ProVer: 100).")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads for the warm start, training and "
+                                "evaluation. null: as OMP_NUM_THREADS or MKL_NUM_THREADS say when set, else 1 "
+                                "for a model of hidden size up to 256 (the tiny one: its matrices are too small "
+                                "to split, and on a shared CPU the threads wait for each other; docs/perf.md, "
+                                "The limit), else torch's default, one per core.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Which environment.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="Which policy model.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Which inference engine.")
@@ -341,6 +359,9 @@ def check_parts_fit(cfg: TrainConfig) -> None:
         raise ConfigError(f"rollout.max_off_policy_steps={cfg.rollout.max_off_policy_steps} samples ahead in a "
                           f"worker process with its own copy of the policy, but engine {cfg.engine.name!r} does "
                           "not hold its own weights; use engine.name=hf or rollout.max_off_policy_steps=0")
+    if cfg.rollout.max_off_policy_steps and cfg.model.lora.enabled:  # the worker would sample the bare base
+        raise ConfigError("rollout.max_off_policy_steps > 0 with model.lora is not supported yet: the rollout "
+                          "worker starts from the base weights, not the adapted policy; set one of them off")
     method = CREDIT.get(cfg.credit.name)
     method.validate_config(cfg)
     if cfg.judge.name is not None:

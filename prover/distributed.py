@@ -93,10 +93,11 @@ class Ranks:
             raise ConfigError(f"under DeepSpeed every backward is an optimizer step: set "
                               f"learner.micro_batch_rows={mini} (= learner.mini_batch_rows), not {micro}")
         if resume and kind in ("FSDP", "DEEPSPEED"):
+            # a LoRA checkpoint holds the adapter alone, which cannot be a new run's model.path
+            fresh = ("" if cfg.model.lora.enabled else ", or start a new run from the checkpoint: "
+                     "model.path=<run.dir>/checkpoints/step-N warmstart.enabled=false")
             raise CheckpointError(f"--resume under {kind}: checkpoints keep only the main process's shard "
-                                  "of the optimizer state; resume with DDP, or start a new run from the "
-                                  "checkpoint: model.path=<run.dir>/checkpoints/step-N "
-                                  "warmstart.enabled=false")
+                                  f"of the optimizer state; resume with DDP{fresh}")
 
 
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:

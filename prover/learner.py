@@ -17,7 +17,9 @@ The learner never knows which credit method produced the advantages.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prover.config import LearnerConfig
+from prover.config import LearnerConfig, LoraConfig
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
 from prover.types import Advantages, Batch
 
@@ -93,6 +95,24 @@ def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool
     return batches
 
 
+def micro_batch_order(lengths: list[int]) -> list[int]:
+    """The order of a mini-batch's rows over its micro-batches: by length, so rows of similar length share a
+    micro-batch and little compute goes to padding (the loss is a weighted sum over the whole mini-batch, so
+    the order is free)."""
+    return sorted(range(len(lengths)), key=lambda i: lengths[i])
+
+
+def padding_counts(lengths: list[int]) -> dict[str, float]:
+    """The tokens of one padded forward pass over sequences of ``lengths``: ``tokens`` real, ``padded_tokens``
+    computed (rows times the longest), whose difference is padding."""
+    return {"tokens": float(sum(lengths)), "padded_tokens": float(len(lengths) * max(lengths, default=0))}
+
+
+def padding_share(counts: dict[str, float]) -> float:
+    """The share of computed tokens that were padding."""
+    return 1.0 - counts["tokens"] / counts["padded_tokens"] if counts.get("padded_tokens") else 0.0
+
+
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "k1":
         return logp - ref
@@ -123,10 +143,13 @@ def _pad(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
 
 
 class Learner:
-    """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference."""
+    """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference. With ``lora``
+    (``model.lora``, enabled) the policy is wrapped in LoRA adapters, fresh or loaded from the checkpoint
+    ``adapter``, and only they train (see prover/lora.py)."""
 
     def __init__(self, model_path: str | Path, cfg: LearnerConfig, *, dtype: str = "float32",
-                 max_completion_tokens: int = 32, seed: int = 0) -> None:
+                 max_completion_tokens: int = 32, seed: int = 0, lora: LoraConfig | None = None,
+                 adapter: Path | None = None) -> None:
         from accelerate import Accelerator
 
         self.cfg = cfg
@@ -136,38 +159,104 @@ class Learner:
         self.tokenizer = load_tokenizer(model_path)
         self.pad_id = self.tokenizer.pad_token_id
         model = load_model(model_path, dtype)
+        self.lora_scales: dict[str, float] | None = None  # None: every weight trains
+        if lora is not None and lora.enabled:
+            from prover import lora as lora_lib
+
+            if adapter is not None:
+                lora_lib.check_base(adapter, Path(model_path))
+            model = lora_lib.wrap(model, lora, adapter)
+            self.lora_scales = lora_lib.layer_scales(model)
         model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # only what trains: with LoRA, AdamW's two moments are the adapters' size, not the model's
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                                      weight_decay=cfg.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.ref = None
-        if cfg.kl_coef > 0:
+        if cfg.kl_coef > 0 and self.lora_scales is None:  # with LoRA the reference is the model, adapters off
             self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)
 
     # -- weights -----------------------------------------------------------------------------------
     def unwrapped(self) -> torch.nn.Module:
         return self.accelerator.unwrap_model(self.model)
 
-    def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        """The full weights. Across processes every one must call it: FSDP and ZeRO-3 gather the shards
-        (and hand them to the main process only)."""
-        if self.accelerator.num_processes > 1:
+    def trainable(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def gathered_state(self) -> dict[str, torch.Tensor]:
+        """The model's own state dict (with LoRA: peft's names, adapters included). Across processes every
+        one must call it: FSDP and ZeRO-3 gather the shards (and hand them to the main process only)."""
+        if self.accelerator.num_processes > 1 or self._sharded():
             return self.accelerator.get_state_dict(self.model)
         return self.unwrapped().state_dict()
 
+    def _sharded(self) -> bool:
+        """FSDP2 holds DTensors even in one process, which neither a plain model nor save_pretrained takes."""
+        return self.accelerator.distributed_type in ("FSDP", "DEEPSPEED")
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The full weights under the base model's names, what engines load; with LoRA each adapted weight
+        merged as W + (alpha/r) B A. Every process must call it, as ``gathered_state``."""
+        state = self.gathered_state()
+        if self.lora_scales is None or not state:
+            return state
+        from prover.lora import merged_state_dict
+
+        return merged_state_dict(state, self.lora_scales)
+
     def save_pretrained(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """``state_dict``: the gathered full weights when the model is sharded over processes."""
-        self.unwrapped().save_pretrained(path, state_dict=state_dict)
+        """A Hugging Face folder of the policy (with LoRA, the merged weights). ``state_dict``: the gathered
+        ``policy_state_dict()`` when the model is sharded over processes."""
+        model = self.unwrapped()
+        if self.lora_scales is not None:
+            model = model.get_base_model()
+        if state_dict is None and (self.lora_scales is not None or self._sharded()):
+            state_dict = self.policy_state_dict()
+        model.save_pretrained(path, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
+
+    def save_checkpoint_weights(self, path: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+        """What a checkpoint keeps of the model: the Hugging Face folder, or with LoRA the adapter alone
+        (the frozen base is rebuilt on resume). ``state``: ``gathered_state()`` across processes."""
+        if self.lora_scales is None:
+            self.save_pretrained(path, state)
+        else:
+            from prover.lora import save_adapter
+
+            save_adapter(self.unwrapped(), path, state)
 
     def weights_finite(self) -> bool:
         with torch.no_grad():
             return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
     def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
+        """Under FSDP and DeepSpeed, this process's shard of the torch optimizer's state as plain tensors: a
+        checkpoint stores tensors, not DTensors or DeepSpeed's objects (and keeps only the main process's
+        shard, which is why --resume needs DDP)."""
+        if not self._sharded():
+            return self.optimizer.state_dict()
+        from torch.distributed.tensor import DTensor
+
+        inner = self.optimizer
+        while hasattr(inner, "optimizer"):  # accelerate's wrapper, DeepSpeed's ZeRO optimizer: the torch one
+            inner = inner.optimizer
+        state = inner.state_dict()
+        local = {k: {n: v.to_local() if isinstance(v, DTensor) else v for n, v in s.items()}
+                 for k, s in state.get("state", {}).items()}
+        return {**state, "state": local}
 
     def load_optimizer_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state)
+
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[torch.nn.Module]:
+        """The frozen initial policy: its own copy, or with LoRA the model with its adapters switched off
+        (the base never trains), which saves holding the weights twice."""
+        if self.ref is not None:
+            yield self.ref
+        else:
+            with self.unwrapped().disable_adapter():
+                yield self.unwrapped()
 
     # -- RL ----------------------------------------------------------------------------------------
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
@@ -193,7 +282,9 @@ class Learner:
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
+        counts = {k: sums.pop(k, 0.0) for k in ("tokens", "padded_tokens")}  # totals, not averages
         out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
+        out["learner/padding_share"] = padding_share(counts)
         out["learner/nonfinite_rows"] = float(dropped)
         out["learner/nonfinite_updates"] = sums.get("nonfinite", 0.0)  # optimizer steps skipped, not averaged
         out.pop("learner/nonfinite", None)
@@ -218,15 +309,16 @@ class Learner:
         real = [r for r in rows if not r.padding]  # padding rows come last and weigh nothing
         weights = token_weights([r.loss_mask for r in real], cfg.loss_agg, self.max_len,
                                 [r.traj_turns for r in real]) + [r.loss_mask for r in rows[len(real):]]
-        # the loss is a weighted sum over the whole mini-batch, so the order of its micro-batches is free:
-        # rows of similar length share one, and less compute goes to padding
-        by_length = sorted(range(len(real)), key=lambda i: len(real[i].prompt_ids) + len(real[i].completion_ids))
-        order = by_length + list(range(len(real), len(rows)))
+        order = micro_batch_order([len(r.prompt_ids) + len(r.completion_ids) for r in real])
+        order += list(range(len(real), len(rows)))
         rows, weights = [rows[i] for i in order], [weights[i] for i in order]
-        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0}
+        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0, "tokens": 0.0,
+                 "padded_tokens": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(rows), cfg.micro_batch_rows):
             micro, w = rows[start:start + cfg.micro_batch_rows], weights[start:start + cfg.micro_batch_rows]
+            for k, v in padding_counts([len(r.prompt_ids) + len(r.completion_ids) for r in micro]).items():
+                stats[k] += v
             logits, targets, mask = completion_logits(self.model, [r.prompt_ids for r in micro],
                                                       [r.completion_ids for r in micro], self.pad_id)
             dev, width = logits.device, logits.shape[1]
@@ -240,9 +332,9 @@ class Learner:
             if cfg.entropy_coef > 0:
                 total = total - cfg.entropy_coef * entropy
             kl = torch.zeros_like(pg)
-            if self.ref is not None:
-                with torch.no_grad():
-                    rl, rt, _ = completion_logits(self.ref, [r.prompt_ids for r in micro],
+            if cfg.kl_coef > 0:
+                with torch.no_grad(), self._reference() as ref:
+                    rl, rt, _ = completion_logits(ref, [r.prompt_ids for r in micro],
                                                   [r.completion_ids for r in micro], self.pad_id)
                     ref_logp = gather_logprobs(rl, rt)
                 kl = kl_penalty(logp, ref_logp, cfg.kl_type)
@@ -258,7 +350,7 @@ class Learner:
                 stats["entropy"] += agg(entropy)
                 stats["clipfrac"] += agg(clipped.float())
                 stats["ppo_kl"] += agg(old - logp)
-        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        grad_norm = self.accelerator.clip_grad_norm_(self.trainable(), cfg.grad_clip)
         # the norm is of the all-reduced gradient, so every process skips or steps alike
         stats["nonfinite"] = float(not torch.isfinite(torch.as_tensor(grad_norm)))
         if stats["nonfinite"]:  # a NaN or inf loss or gradient: no optimizer step, weights stay finite
@@ -277,7 +369,7 @@ class Learner:
         scratch learns the env's text (and to copy entities within it) from the prompts far faster
         than from the few completion tokens alone. The reported loss is over completions only.
         """
-        losses = []
+        losses, counts = [], {"tokens": 0.0, "padded_tokens": 0.0}
         lengths = [len(p) + len(c) for p, c in rows]
         for _ in range(epochs):
             for batch in length_batches(lengths, batch_rows, self.rng):
@@ -286,6 +378,8 @@ class Learner:
                 total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
                 for m in range(0, len(chunk), self.cfg.micro_batch_rows):
                     micro = chunk[m:m + self.cfg.micro_batch_rows]
+                    for k, v in padding_counts([len(p) + len(c) for p, c in micro]).items():
+                        counts[k] += v
                     if prompt_weight > 0:
                         prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
                     else:
@@ -305,9 +399,10 @@ class Learner:
                     with torch.no_grad():
                         losses.append(float(torch.where(is_completion & mask, nll, 0.0).sum())
                                       / max(float((is_completion & mask).sum()), 1.0))
-                self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+                self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
                 self.optimizer.step()
                 if on_batch is not None:
                     on_batch()
         return {"sft/loss_first": losses[0] if losses else float("nan"),
-                "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan")}
+                "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan"),
+                "sft/padding_share": padding_share(counts)}

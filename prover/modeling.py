@@ -8,6 +8,8 @@ tokenizer or checks a folder (the ``sglang`` engine, the config) does not load t
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,11 +56,9 @@ def check_model_dir(path: str | Path) -> Path:
 TINY_POSITIONS = 4096  # max_position_embeddings of the tiny policy (prover/policy/tiny.py)
 
 
-def model_positions(path: str | Path) -> int | None:
-    """The positions of a policy (``model.path``: ``tiny`` or a checkpoint folder): its config's
-    ``max_position_embeddings``, or its ``text_config``'s for a multimodal checkpoint; None when unstated."""
-    if str(path) == "tiny":
-        return TINY_POSITIONS
+def model_setting(path: str | Path, name: str) -> int | None:
+    """A positive whole number from a checkpoint folder's config.json (``name``), or from its ``text_config``
+    for a multimodal checkpoint; None when unstated."""
     import json
 
     try:
@@ -66,10 +66,51 @@ def model_positions(path: str | Path) -> int | None:
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"config.json in {str(path)!r} does not read: {exc}") from exc
     for part in (conf, conf.get("text_config") if isinstance(conf, dict) else None):
-        n = part.get("max_position_embeddings") if isinstance(part, dict) else None
+        n = part.get(name) if isinstance(part, dict) else None
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
             return n
     return None
+
+
+def model_positions(path: str | Path) -> int | None:
+    """The positions of a policy (``model.path``: ``tiny`` or a checkpoint folder): its config's
+    ``max_position_embeddings``; None when unstated."""
+    return TINY_POSITIONS if str(path) == "tiny" else model_setting(path, "max_position_embeddings")
+
+
+# Set by the user, these already fixed torch's threads when it loaded: a run leaves them as they are.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Up to this hidden size a model's matrices are too small to split between threads (the tiny policy: 128;
+# a 0.5B Qwen: 896): docs/perf.md, "The limit", measures matrix products of both sizes at 1 and 2 threads.
+SMALL_WIDTH = 256
+
+
+def default_threads(threads: int | None, width: int | None, environ: Mapping[str, str] | None = None) -> int | None:
+    """The torch CPU threads a run asks for (the config's ``threads``), or None to leave torch's as they are.
+
+    As set; else None when the environment names them (``THREAD_VARIABLES``); else 1 for a model of hidden
+    size ``width`` up to ``SMALL_WIDTH``, whose threads would spend their time waiting on each other (and on
+    a shared CPU, each for a core); else None: torch's default, one per core, suits large matrices.
+    """
+    if threads is not None:
+        return threads
+    environ = os.environ if environ is None else environ
+    if any(environ.get(name, "").strip() for name in THREAD_VARIABLES):
+        return None
+    return 1 if width is not None and width <= SMALL_WIDTH else None
+
+
+def apply_threads(threads: int | None, model_path: str, tiny_width: int) -> int:
+    """Set torch's CPU threads as ``default_threads`` says for the policy at ``model_path`` (``tiny``: a tiny
+    model of hidden size ``tiny_width``), at the start of a warm start, a training run or an evaluation;
+    returns the threads torch uses now."""
+    import torch
+
+    width = tiny_width if str(model_path) == "tiny" else model_setting(model_path, "hidden_size")
+    wanted = default_threads(threads, width)
+    if wanted is not None and torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+    return torch.get_num_threads()
 
 
 def load_tokenizer(path: str | Path) -> Any:

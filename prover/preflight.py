@@ -8,6 +8,7 @@ themselves is checked here, by building them once and throwing them away:
 - the agent's prompt templates render (every placeholder known);
 - a model folder (``model.path`` other than ``tiny``) is a folder with a config, weights whose header
   reads, and a tokenizer with a chat template;
+- with ``model.lora`` on, peft imports and the adapters' target layers exist in the policy's architecture;
 - a judge the credit method will call is built, and has the credentials it needs;
 - each experiment tracker of ``run.report_to`` has its library installed.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from prover.config import TrainConfig
 from prover.errors import CheckpointError, ConfigError, ContractError, ProverError, RunFolderError
+from prover.lora import check_lora
 from prover.trackers import check_trackers
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -30,8 +32,10 @@ def preflight(cfg: TrainConfig, resume: bool = False) -> None:
     """Every check below, in the order a run would meet the parts."""
     check_run_folder(Path(cfg.run.dir))
     check_env(cfg)
-    if cfg.model.path != "tiny" and not resume:  # a resumed run starts from its own checkpoint
+    # a resumed run starts from its own checkpoint, unless that holds a LoRA adapter alone
+    if cfg.model.path != "tiny" and (not resume or cfg.model.lora.enabled):
         check_model_folder(Path(cfg.model.path))
+    check_lora(cfg)  # model.lora: peft imports, its target layers exist
     check_judge(cfg)
     check_trackers(cfg)  # run.report_to: each tracker's library imports
 

@@ -7,8 +7,9 @@
     <run.dir>/trackers.json        the tracker runs (ids, last row sent) that --resume continues
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
-    <run.dir>/checkpoints/step-N   model, tokenizer, optimizer and rng state (.json + .safetensors: data, never
-                                   a pickle; see prover/checkpoint_state.py), manifest.json, state.json
+    <run.dir>/checkpoints/step-N   model and tokenizer (with model.lora, the adapter alone: see prover/lora.py),
+                                   optimizer and rng state (.json + .safetensors: data, never a pickle; see
+                                   prover/checkpoint_state.py), manifest.json, state.json
 
 A checkpoint is written to a temporary folder and renamed into place, so a run killed at any moment
 leaves the previous checkpoint intact. Metrics are appended before the checkpoint is written; on
@@ -215,7 +216,7 @@ class RunDir:
         return None
 
     def save_checkpoint(self, step: int, learner: Any, weights: dict | None = None) -> Path:
-        """``weights``: the full state dict, gathered by every process, when the learner spans several."""
+        """``weights``: the learner's ``gathered_state()``, gathered by every process, when it spans several."""
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_root / f".tmp-step-{step}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -235,7 +236,7 @@ class RunDir:
         return final
 
     def _write_checkpoint(self, tmp: Path, step: int, learner: Any, weights: dict | None) -> None:
-        learner.save_pretrained(tmp, weights)
+        learner.save_checkpoint_weights(tmp, weights)
         (tmp / RUN_CONFIG).write_text(json.dumps(self.cfg.model_dump(mode="json"), sort_keys=True))
         import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
 
@@ -270,10 +271,11 @@ class RunDir:
 
 MANIFEST = "manifest.json"
 RUN_CONFIG = "run_config.json"  # the resolved config of the run that wrote a checkpoint
-# What --resume may change: how long the run goes on, how it is evaluated, logged and kept, where the folder
-# is, and where its sampling is served. Anything else would continue one experiment as another.
-RESUME_MAY_CHANGE = ("steps", "eval.", "run.dir", "run.checkpoint_every", "run.keep_checkpoints", "run.save_groups",
-                     "run.report_to", "engine.")
+# What --resume may change: how long the run goes on, on how many threads, how it is evaluated, logged and
+# kept, where the folder is, and where its sampling is served. Anything else would continue one experiment
+# as another.
+RESUME_MAY_CHANGE = ("steps", "threads", "eval.", "run.dir", "run.checkpoint_every", "run.keep_checkpoints",
+                     "run.save_groups", "run.report_to", "engine.")
 
 
 def _dotted(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -289,7 +291,10 @@ def resume_differences(cfg: TrainConfig, ckpt: Path) -> list[str]:
     if not path.is_file():
         return []
     old, new = _dotted(json.loads(path.read_text())), _dotted(cfg.model_dump(mode="json"))
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, "<unset>") != new.get(k, "<unset>"))
+    # a field added since the checkpoint was written (model.lora) counts only when set away from its default
+    default = _dotted(type(cfg)().model_dump(mode="json"))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, "<unset>") != new.get(k, "<unset>")
+                     and not (k not in old and new.get(k) == default.get(k, "<unset>")))
     return [f"{k.rstrip('.')}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}" for k in changed
             if not k.startswith(RESUME_MAY_CHANGE)]
 
@@ -333,7 +338,8 @@ def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
 
 
 def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
-    """Restore optimizer and RNG into ``learner`` (its weights came from the folder); return the step."""
+    """Restore optimizer and RNG into ``learner`` (its weights, or its LoRA adapter, came from the folder);
+    return the step."""
     import torch
 
     from prover.checkpoint_state import load_state

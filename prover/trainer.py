@@ -138,9 +138,11 @@ class Trainer:
 
     def _build(self, ckpt: Any) -> None:
         from prover.learner import Learner
+        from prover.modeling import apply_threads
         from prover.policy import prepare_policy
 
         cfg, resume = self.cfg, self.resume
+        apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
         if self.ranks.is_main:  # only the main process writes the run folder
             moved = self.run.start(fresh=not resume)
             if moved is not None:
@@ -148,9 +150,11 @@ class Trainer:
                                  f"were moved to {moved} (use --resume to continue a run instead)")
         self.ranks.barrier()
         self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
-        policy_dir = ckpt or prepare_policy(cfg, self.run, self.make_env, self.report)
+        lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
+        policy_dir = ckpt if ckpt and not lora else prepare_policy(cfg, self.run, self.make_env, self.report)
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
-                               max_completion_tokens=cfg.rollout.sampling.max_new_tokens)
+                               max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,
+                               adapter=ckpt if lora else None)
         self.ranks.check_learner(cfg, self.learner.accelerator, resume)
         self.start_step = load_checkpoint_state(ckpt, self.learner) if ckpt else 0
         if ckpt and self.ranks.is_main:
@@ -158,6 +162,9 @@ class Trainer:
         self.ranks.barrier()
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
+        if ckpt and lora:  # the engine holds the base; the resumed adapter reaches it merged
+            self.engine.update_weights(self.learner)
+            self.ranks.barrier()
         self.rollout = build_rollout(cfg, self.engine, self.make_env)
         self.credit = make_credit(cfg)
         # each step's batch: sampled when asked for, or ahead by a worker (rollout.max_off_policy_steps)
@@ -188,8 +195,8 @@ class Trainer:
         if not self.learner.weights_finite():  # never on disk: a resume would start from garbage
             raise NonFiniteError(f"the policy's weights are not finite after step {step}; no checkpoint written, "
                                  "the last one on disk is intact")
-        # the full weights are gathered by every process (FSDP, ZeRO-3) and written by the main one
-        weights = self.learner.policy_state_dict() if self.ranks.world > 1 else None
+        # the weights are gathered by every process (FSDP, ZeRO-3) and written by the main one
+        weights = self.learner.gathered_state() if self.ranks.world > 1 else None
         if self.ranks.is_main:
             self.run.save_checkpoint(step, self.learner, weights)
         self.ranks.barrier()

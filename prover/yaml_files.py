@@ -16,11 +16,14 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; a bigger file is a
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in a mapping (plain YAML keeps the last one silently)."""
+    """YAML's safe loader, refusing a key given twice in a mapping (plain YAML keeps the last one silently);
+    a merge key's (``<<: *anchor``) keys are the anchor's, so the mapping may override them."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges a mapping; its keys may be
+                continue                                   # overridden here, as YAML's merge key allows
             key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise ConfigError(f"key {key!r} is given twice (lines {seen[key]} and {line})")

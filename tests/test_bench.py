@@ -304,6 +304,25 @@ def test_processes_that_split_the_seeds_share_one_warm_start_and_one_cell_key(tm
     part_seed, part = keyed(seeds=[3, 4], warmstart_seed=0)
     assert whole_seed == part_seed == 0 and part == {s: whole[s] for s in (3, 4)}
     assert keyed(seeds=[3, 4])[0] == 3  # without it, the subset would build a warm start of its own
+    # the seeds reversed (a second process working from the other end) keep the smallest seed's warm start
+    assert keyed(seeds=[4, 3, 2, 1, 0]) == (whole_seed, whole)
+
+
+def test_a_config_field_added_with_its_default_keeps_every_cell_key():
+    # archived cells are matched by key on a fresh clone (--regen-only): a release that adds a setting whose
+    # default keeps today's behaviour must not turn every finished cell stale; a value set off it must
+    from pydantic import Field, create_model
+
+    from prover.bench.matrix import settings_hash
+    from prover.config import TrainConfig
+
+    grown = create_model("GrownConfig", __base__=TrainConfig,
+                         added=(int, Field(0, description="a setting a later release adds")))
+    tree = {"learner": {"lr": 2e-5}, "rollout": {"group_size": 4}}
+    today = settings_hash(TrainConfig.model_validate(tree), "env/0")
+    assert settings_hash(grown.model_validate(tree), "env/0") == today
+    assert settings_hash(grown.model_validate({**tree, "added": 1}), "env/0") != today
+    assert settings_hash(TrainConfig.model_validate(tree), "env/1") != today
 
 
 def test_a_default_that_resolves_by_model_kind_keys_cells_by_its_value(tmp_path):

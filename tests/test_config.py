@@ -152,6 +152,26 @@ def test_a_key_given_twice_is_an_error_naming_it_and_its_lines(tmp_path, text, k
     assert f"key {key!r} is given twice (lines {lines[0]} and {lines[1]})" in msg and str(path) in msg
 
 
+def test_a_merge_key_brings_the_anchors_keys_and_the_mapping_may_override_them(tmp_path):
+    """YAML's merge key (`<<: *anchor`) is how a bench file shares one row's settings with another; the
+    duplicate-key check must read it as the anchor's keys, not as a key of its own."""
+    from prover.yaml_files import read_yaml
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("a: &base {x: 1, y: 2}\nb: {<<: *base, y: 3}\n")
+    assert read_yaml(path, "config") == {"a": {"x": 1, "y": 2}, "b": {"x": 1, "y": 3}}
+    path.write_text("a: &base {x: 1}\nb: {<<: *base, y: 3, y: 4}\n")  # the mapping's own keys still count
+    assert "key 'y' is given twice" in config_error(path=path)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("bench*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_bench_file_loads(path):
+    from prover.bench.config import load_bench_config
+
+    assert load_bench_config(path, []).methods
+
+
 def test_a_config_over_the_size_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
     import prover.yaml_files as yaml_files
 

@@ -83,8 +83,9 @@ class BenchConfig(BaseModel):
         "vary only RL, as the paper's seeds start from one pretrained model); 'none' each cell its own "
         "(seeded alike, so the methods of a seed still start alike).")
     warmstart_seed: int | None = Field(None, description="With share_warmstart: env, the seed the shared "
-                                       "warm start is built with; null: the first of seeds. Set it when "
-                                       "processes split the seeds (seeds=[3,4]) so they share one policy.")
+                                       "warm start is built with; null: the smallest of seeds (so a second "
+                                       "process with the seeds reversed shares it). Set it when processes "
+                                       "split the seeds (seeds=[3,4]) so they share one policy.")
     baseline: str = Field("grpo", description="Row every method is compared with in Table 1: per seed, method "
                           "minus baseline on the same env and seed, with a bootstrap CI; a matrix without "
                           "this row shows no paired differences.")
@@ -117,7 +118,7 @@ class BenchConfig(BaseModel):
     @property
     def shared_seed(self) -> int:
         """The seed of the warm start every cell of an env shares (share_warmstart: env)."""
-        return self.seeds[0] if self.warmstart_seed is None else self.warmstart_seed
+        return min(self.seeds) if self.warmstart_seed is None else self.warmstart_seed
 
     @property
     def out_dir(self) -> Path:

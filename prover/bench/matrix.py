@@ -151,11 +151,14 @@ def _folder_name(text: str) -> str:
 
 def settings_hash(cfg: TrainConfig, start: str = "") -> str:
     """The cell's settings without its folder, and where its policy starts: a finished cell is reused only
-    under the same ones. A default that resolves by the model's kind (warmstart.lr) counts as its resolved
-    value, so a cell does not rerun because that default became implicit."""
-    tree = cfg.model_dump(mode="json")
-    tree["run"].pop("dir")
-    tree["warmstart"]["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
+    under the same ones. Only the settings that differ from their defaults count, so a field added to the
+    config with a default that keeps today's behaviour leaves every finished (and archived) cell valid; a
+    changed default, like any change of code, does not rerun cells. A default that resolves by the model's
+    kind (warmstart.lr) counts as its resolved value, so a cell does not rerun because it became implicit."""
+    tree = cfg.model_dump(mode="json", exclude_defaults=True)
+    tree.get("run", {}).pop("dir", None)
+    tree.pop("threads", None)  # speed, not results
+    tree.setdefault("warmstart", {})["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
     tree["bench_start"] = start
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 

@@ -23,6 +23,10 @@ to one server, because every prompt of an env starts with the same instructions.
 dropped at each weight sync, when the caches are flushed anyway; under ``accelerate launch`` each
 process routes its own share.
 
+With ``model.lora`` on, the servers get merged weights: every sync pushes the base model's own tensors,
+each adapted one as W + (alpha / r) B A (``learner.policy_state_dict``, prover/lora.py), so the servers need
+no ``--enable-lora`` and both ``sync`` modes work unchanged; SGLang's ``/load_lora_adapter`` is not used.
+
 A server that is down, too slow or answers nonsense is an ``EngineError`` line naming it (see
 ``sglang_http``); the trainer stops there with its last checkpoint intact. Servers started with
 ``--api-key`` get it from the environment variable ``PROVER_SGLANG_API_KEY`` on every request.

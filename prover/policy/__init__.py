@@ -20,7 +20,7 @@ from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size
 from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
-from prover.modeling import check_model_dir
+from prover.modeling import apply_threads, check_model_dir
 from prover.progress import Reporter
 from prover.run import FileLock, RunDir
 
@@ -77,7 +77,7 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
                         *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []))
 
 
-def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
+def build_once(target: Path, build: Callable[[Path], None]) -> Path:
     """``target``, built by ``build`` into a temporary folder and renamed into place unless it exists.
 
     Another process (a second ``prover bench`` sharing the warm start) may be building it now: a lock per
@@ -105,7 +105,7 @@ def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) 
 
     t = cfg.model.tiny
     key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
-    return _build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
+    return build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
         make_env, out, vocab_size=t.vocab_size, hidden_size=t.hidden_size, num_layers=t.num_layers,
         num_heads=t.num_heads, intermediate_size=t.intermediate_size, corpus_episodes=t.corpus_episodes,
         seed=cfg.seed, history_window=cfg.rollout.history_window))
@@ -138,6 +138,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
 
 def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
     """The folder the RL phase starts from."""
+    apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
     base = base_policy(cfg, run, make_env)
     if not cfg.warmstart.enabled:
         return base
@@ -147,7 +148,7 @@ def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv
         stats.update(warm_start(cfg, base, out, make_env, report))
 
     key = warmstart_key(cfg, folder_digest(base, run.model_dir(DIGESTS_FILE)))
-    folder = _build_once(run.model_dir(f"warmstart-{key}"), build)
+    folder = build_once(run.model_dir(f"warmstart-{key}"), build)
     if stats:
         report.note("warm start " + ", ".join(f"{k.split('/')[1]} {v:.3g}" for k, v in stats.items()))
     return folder

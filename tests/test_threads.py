@@ -1,0 +1,121 @@
+"""The ``threads`` setting: torch's CPU threads for a run. Unset, one for a small model unless the environment
+names them (OMP_NUM_THREADS); set, as set. Applied where a warm start, a training run and `prover eval` start;
+free to change on --resume and outside a bench cell's settings hash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import prover.modeling as modeling
+from prover.config import TrainConfig, load_config
+from prover.modeling import SMALL_WIDTH, apply_threads, default_threads
+
+
+@pytest.fixture
+def torch_threads(monkeypatch):
+    """No thread variables in the environment; torch's threads put back as they were afterwards."""
+    for name in modeling.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_unset_a_small_model_gets_one_thread_and_a_large_one_torchs_own():
+    assert default_threads(None, 128, environ={}) == 1
+    assert default_threads(None, SMALL_WIDTH, environ={}) == 1
+    assert default_threads(None, SMALL_WIDTH + 1, environ={}) is None
+    assert default_threads(None, None, environ={}) is None  # a checkpoint that does not say its width
+
+
+def test_the_environment_names_the_threads_unless_the_config_does():
+    assert default_threads(None, 128, environ={"OMP_NUM_THREADS": "2"}) is None
+    assert default_threads(None, 128, environ={"MKL_NUM_THREADS": "4"}) is None
+    assert default_threads(None, 128, environ={"OMP_NUM_THREADS": " "}) == 1  # set to nothing: unset
+    assert default_threads(3, 128, environ={"OMP_NUM_THREADS": "2"}) == 3
+    assert default_threads(2, 4096, environ={}) == 2
+
+
+def test_apply_threads_sets_torch(torch_threads, tmp_path, monkeypatch):
+    torch.set_num_threads(2)
+    assert apply_threads(None, "tiny", 128) == 1 == torch.get_num_threads()
+    assert apply_threads(2, "tiny", 128) == 2 == torch.get_num_threads()
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    (wide / "config.json").write_text(json.dumps({"hidden_size": 896}))
+    assert apply_threads(None, str(wide), 128) == 2  # torch's as they were
+    (wide / "config.json").write_text(json.dumps({"hidden_size": 96}))
+    assert apply_threads(None, str(wide), 128) == 1  # a tiny policy saved to a folder is still small
+    torch.set_num_threads(2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert apply_threads(None, "tiny", 128) == 2
+
+
+class Applied(Exception):
+    pass
+
+
+@pytest.fixture
+def record_threads(monkeypatch):
+    """apply_threads replaced by a recorder that stops the command right there."""
+    calls = []
+
+    def record(*args):
+        calls.append(args)
+        raise Applied
+
+    import prover.policy
+
+    monkeypatch.setattr(modeling, "apply_threads", record)
+    monkeypatch.setattr(prover.policy, "apply_threads", record)  # the name it imported
+    return calls
+
+
+def test_train_applies_the_threads_before_it_builds_anything(record_threads, tmp_path, monkeypatch):
+    import prover.policy
+    from prover.trainer import Trainer
+
+    def no_policy(*args):  # the warm start applies them too: the trainer's own call must come first
+        raise AssertionError("prepare_policy ran before the trainer applied the threads")
+
+    monkeypatch.setattr(prover.policy, "prepare_policy", no_policy)
+    cfg = load_config(None, ["threads=2", f"run.dir={tmp_path / 'run'}"])
+    with pytest.raises(Applied):
+        Trainer(cfg)
+    assert record_threads == [(2, "tiny", 128)]
+
+
+def test_the_warm_start_applies_the_threads(record_threads, tmp_path):
+    import prover.policy as policy
+    from prover.progress import Reporter
+    from prover.run import RunDir
+
+    cfg = load_config(None, [f"run.dir={tmp_path / 'run'}", "model.tiny.hidden_size=96"])
+    with pytest.raises(Applied):
+        policy.prepare_policy(cfg, RunDir(cfg), lambda: None, Reporter(quiet=True))
+    assert record_threads == [(None, "tiny", 96)]
+
+
+def test_eval_applies_the_threads_for_the_model_it_scores(record_threads, tmp_path):
+    from prover.cli import main
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    with pytest.raises(Applied):
+        main(["eval", "--model", str(folder), "threads=1"])
+    assert record_threads == [(1, str(folder), 128)]
+
+
+def test_threads_may_change_on_resume_and_do_not_change_a_bench_cells_hash(tmp_path):
+    from prover.bench.matrix import settings_hash
+    from prover.run import RUN_CONFIG, resume_differences
+
+    old = TrainConfig().model_dump(mode="json")
+    old.pop("threads")  # a checkpoint written before the setting existed
+    (tmp_path / RUN_CONFIG).write_text(json.dumps(old))
+    assert resume_differences(TrainConfig(threads=2), tmp_path) == []
+    assert settings_hash(TrainConfig(threads=2)) == settings_hash(TrainConfig())
