@@ -29,6 +29,7 @@ import torch
 
 from prover.config import LearnerConfig, LoraConfig
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
+from prover.padding import length_batches, micro_batch_order, padding_counts, padding_share
 from prover.types import Advantages, Batch
 
 
@@ -76,41 +77,6 @@ def token_weights(masks: list[np.ndarray], mode: str, max_len: int,
     if mode == "seq-mean-token-sum-norm":  # Dr.GRPO: a constant normaliser
         return [m / max_len for m in masks]
     raise ValueError(f"unknown loss aggregation {mode!r}")
-
-
-def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool: int = 32) -> list[list[int]]:
-    """Row indices in batches of ``batch_rows`` rows of similar length, so little compute goes to padding.
-
-    The rows are shuffled, each run of ``pool`` batches' worth is sorted by length and cut into batches,
-    and the batches are shuffled: every batch is still a random draw of rows, of one length band.
-    """
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    span = batch_rows * pool
-    batches = []
-    for start in range(0, len(order), span):
-        band = sorted(order[start:start + span], key=lambda i: lengths[i])
-        batches += [band[b:b + batch_rows] for b in range(0, len(band), batch_rows)]
-    rng.shuffle(batches)
-    return batches
-
-
-def micro_batch_order(lengths: list[int]) -> list[int]:
-    """The order of a mini-batch's rows over its micro-batches: by length, so rows of similar length share a
-    micro-batch and little compute goes to padding (the loss is a weighted sum over the whole mini-batch, so
-    the order is free)."""
-    return sorted(range(len(lengths)), key=lambda i: lengths[i])
-
-
-def padding_counts(lengths: list[int]) -> dict[str, float]:
-    """The tokens of one padded forward pass over sequences of ``lengths``: ``tokens`` real, ``padded_tokens``
-    computed (rows times the longest), whose difference is padding."""
-    return {"tokens": float(sum(lengths)), "padded_tokens": float(len(lengths) * max(lengths, default=0))}
-
-
-def padding_share(counts: dict[str, float]) -> float:
-    """The share of computed tokens that were padding."""
-    return 1.0 - counts["tokens"] / counts["padded_tokens"] if counts.get("padded_tokens") else 0.0
 
 
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:

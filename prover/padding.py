@@ -1,0 +1,41 @@
+"""Rows batched by length, and how much of a padded forward pass is padding: the SFT's and the learner's
+batching (``prover.learner``), kept apart so the learner's file holds the update itself."""
+
+from __future__ import annotations
+
+import random
+
+
+def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool: int = 32) -> list[list[int]]:
+    """Row indices in batches of ``batch_rows`` rows of similar length, so little compute goes to padding.
+
+    The rows are shuffled, each run of ``pool`` batches' worth is sorted by length and cut into batches,
+    and the batches are shuffled: every batch is still a random draw of rows, of one length band.
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    span = batch_rows * pool
+    batches = []
+    for start in range(0, len(order), span):
+        band = sorted(order[start:start + span], key=lambda i: lengths[i])
+        batches += [band[b:b + batch_rows] for b in range(0, len(band), batch_rows)]
+    rng.shuffle(batches)
+    return batches
+
+
+def micro_batch_order(lengths: list[int]) -> list[int]:
+    """The order of a mini-batch's rows over its micro-batches: by length, so rows of similar length share a
+    micro-batch and little compute goes to padding (the loss is a weighted sum over the whole mini-batch, so
+    the order is free)."""
+    return sorted(range(len(lengths)), key=lambda i: lengths[i])
+
+
+def padding_counts(lengths: list[int]) -> dict[str, float]:
+    """The tokens of one padded forward pass over sequences of ``lengths``: ``tokens`` real, ``padded_tokens``
+    computed (rows times the longest), whose difference is padding."""
+    return {"tokens": float(sum(lengths)), "padded_tokens": float(len(lengths) * max(lengths, default=0))}
+
+
+def padding_share(counts: dict[str, float]) -> float:
+    """The share of computed tokens that were padding."""
+    return 1.0 - counts["tokens"] / counts["padded_tokens"] if counts.get("padded_tokens") else 0.0
