@@ -131,6 +131,13 @@ class WorkerSpec:
     version: int  # of the policy in policy_dir
 
 
+def from_peer(data: bytes) -> Any:
+    """The one place the tree unpickles (tests/test_run_folder_is_data.py holds it to that): bytes from the
+    other end of a ``Pipe``, an OS pipe between the trainer and the worker it started, never a file, so
+    nothing a user could be handed reaches it."""
+    return pickle.loads(data)
+
+
 class Pipe:
     """Pickled messages over a pair of OS pipes to or from the other process. A thread drains the incoming
     pipe into a queue, so neither side's send waits for the other to finish its work; the other side
@@ -147,7 +154,7 @@ class Pipe:
     def _drain(self) -> None:
         try:
             while True:
-                self.incoming.put(pickle.loads(self.reader.recv_bytes()))
+                self.incoming.put(from_peer(self.reader.recv_bytes()))
         except (EOFError, OSError):
             self.incoming.put(self.EOF)
 
@@ -230,7 +237,7 @@ class AheadBatches(StepBatches):
                 except subprocess.TimeoutExpired:  # its pipe closed, the process not yet gone
                     code = None
                 raise WorkerError(f"the rollout worker process died (exit code {code}) while {what}")
-            value = pickle.loads(blob)
+            value = from_peer(blob)
             if kind == "error":
                 raise value
             return value
@@ -285,7 +292,7 @@ def worker_main(read_fd: int, write_fd: int) -> None:
         if not (isinstance(message, tuple) and message[0] == "start"):
             return  # the trainer left before it could start this process
         sys.path[:] = message[1]
-        serve(pickle.loads(message[2]), pipe)
+        serve(from_peer(message[2]), pipe)
     except BaseException as exc:  # noqa: BLE001  (a spec that does not load: the trainer hears why)
         tell(pipe, exc)
     finally:
