@@ -13,7 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.errors import ConfigError, ContractError, validation_line
+from prover.config_checks import check_env_settings, check_parts_fit  # noqa: F401  (also imported from here)
+from prover.errors import ConfigError, validation_line
 from prover.yaml_files import read_yaml
 
 
@@ -332,44 +333,6 @@ def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> No
         raise ConfigError(f"env {name!r}: the train_recipe of {env_cls.__qualname__} sets "
                           f"{', '.join('env.kwargs.' + k for k in bad)}, which are not among its settings "
                           f"(env.kwargs: {', '.join(model.model_fields) or 'none'}); fix the recipe")
-
-
-def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:
-    """The env ``name`` resolved to a TextEnv class and ``kwargs`` checked by its ``Config``: the one check
-    of ``env.kwargs``, for `prover train` when its config loads and for `prover check-env`."""
-    from prover.envs.base import TextEnv
-    from prover.registry import ENVS
-
-    env_cls = ENVS.get(name)
-    if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
-        raise ContractError(f"env {name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
-                            "prover.envs.TextEnv subclass")
-    return env_cls.parse_settings(kwargs, "env.kwargs", name)
-
-
-def check_parts_fit(cfg: TrainConfig) -> None:
-    """Resolve every registry name now, so a bad name fails before any work starts."""
-    from prover.registry import CREDIT, ENGINES, JUDGES
-
-    # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
-    check_env_settings(cfg.env.name, cfg.env.kwargs)
-    engine = ENGINES.get(cfg.engine.name)
-    engine.validate_kwargs(cfg.engine.kwargs)
-    if cfg.rollout.max_off_policy_steps and not getattr(engine, "own_weights", False):
-        raise ConfigError(f"rollout.max_off_policy_steps={cfg.rollout.max_off_policy_steps} samples ahead in a "
-                          f"worker process with its own copy of the policy, but engine {cfg.engine.name!r} does "
-                          "not hold its own weights; use engine.name=hf or rollout.max_off_policy_steps=0")
-    if cfg.rollout.max_off_policy_steps and cfg.model.lora.enabled:  # the worker would sample the bare base
-        raise ConfigError("rollout.max_off_policy_steps > 0 with model.lora is not supported yet: the rollout "
-                          "worker starts from the base weights, not the adapted policy; set one of them off")
-    method = CREDIT.get(cfg.credit.name)
-    method.validate_config(cfg)
-    if cfg.judge.name is not None:
-        JUDGES.get(cfg.judge.name).validate_config(cfg)
-    from prover.modeling import model_positions  # also checks a model folder: it exists, with a config.json
-    from prover.rollout import prompt_budget
-
-    prompt_budget(cfg.rollout.max_prompt_tokens, cfg.rollout.sampling.max_new_tokens, model_positions(cfg.model.path))
 
 
 PLUGIN_SECTIONS = {"env": ("envs", "env.kwargs"), "engine": ("engines", "engine.kwargs"),
