@@ -37,8 +37,9 @@ runs in its own session, so Ctrl-C reaches the trainer alone, which closes it (a
 ``CLOSE_GRACE_S``); a trainer that dies closes the pipe, and the worker leaves. Pickle only crosses between
 these two processes, never a file.
 
-Resume: a prefetched batch is not saved. A run resumed from step t0 samples steps t0+1 .. t0+1+k with
-version t0 (they lag less than k), so it follows the rule but not an uninterrupted run's numbers.
+Resume: a prefetched batch is not saved; it is discarded with the worker and sampled again. A run resumed
+from step t0 samples steps t0+1 .. t0+1+k with version t0 (lagging 0 .. k), so it follows the rule but not an
+uninterrupted run's numbers. tests/test_async_resume.py kills a run with SIGKILL and checks each step once.
 """
 
 from __future__ import annotations
@@ -186,7 +187,11 @@ class AheadBatches(StepBatches):
         cfg = spec.config
         self.bound, self.last_step = cfg.rollout.max_off_policy_steps, last_step
         self.timeout_s = cfg.rollout.worker_timeout_s
-        self.queued = self.received = version  # the last step whose rollout was queued, and received
+        # the last step whose rollout was queued, and received: none past the start, so a resumed run samples
+        # step t0+1 again rather than keep what the killed worker sampled ahead. Saving that batch would put a
+        # pickle (its Batch, env snapshots included) in the run folder, which holds data only, and it may be
+        # half-sampled when the kill comes; resampling costs one rollout per resume and keeps the rule exact.
+        self.queued = self.received = version
         try:
             blob = pickle.dumps(spec, pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
