@@ -352,3 +352,15 @@ def test_budget_matching_to_logged_tokens_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="plans a step before the last one is logged"):
         load_config(None, ["rollout.max_off_policy_steps=1", "credit.name=budget-matched-grpo",
                            f"credit.budget_from={tmp_path / 'metrics.jsonl'}"])
+
+
+def test_async_with_lora_is_refused_in_one_line(tmp_path, capsys):
+    from conftest import TINY_RUN
+    from prover.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "rollout.max_off_policy_steps=1", "model.lora.enabled=true",
+                 f"run.dir={run}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rollout.max_off_policy_steps > 0 with model.lora is not supported" in err[0], err
+    assert not run.exists()
