@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
 SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell")
+ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks/async_rollout.py
 
 
 # -- main: the README's main job, phase by phase --------------------------------------------------------
@@ -240,11 +241,24 @@ def main() -> None:
                               time.gmtime()), "load_avg_1m": os.getloadavg()[0], "cpus": os.cpu_count(),
                               "python": platform.python_version()}
         (RESULTS / f"{section}.json").write_text(json.dumps(result, indent=1))
+    write_page()
+    print(PAGE.read_text().split("\n## ")[0])
+
+
+def saved_results() -> dict:
+    """Every saved section, main_job_recipes.py's runs and async_rollout.py's result, where they exist."""
+    results = {s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes")
+               if (RESULTS / f"{s}.json").is_file()}
+    if ASYNC.is_file():
+        results["async"] = json.loads(ASYNC.read_text())
+    return results
+
+
+def write_page() -> None:
+    """docs/perf.md from the saved results."""
     from perf_page import render
 
-    PAGE.write_text(render({s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes")
-                            if (RESULTS / f"{s}.json").is_file()}))  # recipes: main_job_recipes.py
-    print(PAGE.read_text().split("\n## ")[0])
+    PAGE.write_text(render(saved_results()))
 
 
 if __name__ == "__main__":

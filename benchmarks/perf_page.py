@@ -7,7 +7,8 @@ from pathlib import Path
 HEAD = """# Performance
 
 Written by `python benchmarks/perf.py` (all sections; `--sections main,verify` reruns some, `--render`
-rewrites this page from `benchmarks/results/perf/*.json`). The machine is a shared 2-core CPU box, so each
+rewrites this page from `benchmarks/results/perf/*.json`); the section on asynchronous rollouts comes from
+`benchmarks/async_rollout.py` (`benchmarks/results/async_rollout.json`). The machine is a shared 2-core CPU box, so each
 number is best read as a ratio within its own section: the sections were measured at different times
 under different loads (the load average is printed with each).
 """
@@ -128,6 +129,7 @@ def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
     return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", output]
 
 
+
 def render(results: dict) -> str:
     parts = [HEAD.strip(), ""] + summary(results)
     if "main" in results:
@@ -150,6 +152,10 @@ def render(results: dict) -> str:
         from main_job_recipes import section
 
         parts += [""] + section(results["recipes"])
+    if "async" in results:
+        from async_rollout import section as async_section
+
+        parts += [""] + async_section(results["async"])
     return "\n".join(parts) + "\n"
 
 

@@ -33,12 +33,15 @@ class BranchResult:
     won:          (n,) whether each continued episode won.
     tokens:       policy tokens the continuations generated.
     trajectories: the continued episodes (prefix turns shared with the original).
+    policy_version: the policy that played the continuations (``Turn.policy_version`` of their own turns;
+                  the prefix keeps the version that sampled it); None when unknown (a scripted stand-in).
     """
 
     request: BranchRequest
     won: np.ndarray
     tokens: int
     trajectories: list[Trajectory]
+    policy_version: int | None = None
 
     @property
     def value(self) -> float:
@@ -74,7 +77,8 @@ class Brancher:
             k += r.n
             tokens = sum(t.n_tokens for tr in mine for t in tr.turns[r.turn:])
             results.append(BranchResult(
-                request=r, won=np.array([tr.won for tr in mine], dtype=bool), tokens=tokens, trajectories=mine))
+                request=r, won=np.array([tr.won for tr in mine], dtype=bool), tokens=tokens, trajectories=mine,
+                policy_version=self.rollout.policy_version))
             self.tokens_generated += tokens
             self.continuations += r.n
         return results

@@ -13,7 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.errors import ConfigError, ContractError, validation_line
+from prover.config_checks import check_env_settings, check_parts_fit  # noqa: F401  (also imported from here)
+from prover.errors import ConfigError, validation_line
 from prover.yaml_files import read_yaml
 
 
@@ -85,6 +86,15 @@ class RolloutConfig(Section):
     max_env_error_share: float = Field(0.25, ge=0.0, le=1.0, description="An episode whose env raises or breaks "
                                        "its contract ends as failed (rollout/env_errors); past this share of a "
                                        "step's episodes the run stops with one line.")
+    max_off_policy_steps: int = Field(0, ge=0, description="k: sample step s+1's batch (up to s+k) in a worker "
+                                      "process while the learner updates on step s's, so rows of step s come from "
+                                      "the policy of max(start, s-1-k) updates; 0 samples each step after the last "
+                                      "update (on-policy). Branching and evaluation keep the learner's current "
+                                      "policy (prover/async_rollout.py). Needs an engine that holds its own weights "
+                                      "(hf) and one process.")
+    worker_timeout_s: float = Field(1800.0, gt=0.0, description="With max_off_policy_steps > 0: most seconds to "
+                                    "wait for the rollout worker's next batch before the run stops with one line "
+                                    "(a worker that dies is reported at once).")
 
 
 class RewardConfig(Section):
@@ -323,36 +333,6 @@ def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> No
         raise ConfigError(f"env {name!r}: the train_recipe of {env_cls.__qualname__} sets "
                           f"{', '.join('env.kwargs.' + k for k in bad)}, which are not among its settings "
                           f"(env.kwargs: {', '.join(model.model_fields) or 'none'}); fix the recipe")
-
-
-def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:
-    """The env ``name`` resolved to a TextEnv class and ``kwargs`` checked by its ``Config``: the one check
-    of ``env.kwargs``, for `prover train` when its config loads and for `prover check-env`."""
-    from prover.envs.base import TextEnv
-    from prover.registry import ENVS
-
-    env_cls = ENVS.get(name)
-    if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
-        raise ContractError(f"env {name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
-                            "prover.envs.TextEnv subclass")
-    return env_cls.parse_settings(kwargs, "env.kwargs", name)
-
-
-def check_parts_fit(cfg: TrainConfig) -> None:
-    """Resolve every registry name now, so a bad name fails before any work starts."""
-    from prover.registry import CREDIT, ENGINES, JUDGES
-
-    # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
-    check_env_settings(cfg.env.name, cfg.env.kwargs)
-    ENGINES.get(cfg.engine.name).validate_kwargs(cfg.engine.kwargs)
-    method = CREDIT.get(cfg.credit.name)
-    method.validate_config(cfg)
-    if cfg.judge.name is not None:
-        JUDGES.get(cfg.judge.name).validate_config(cfg)
-    from prover.modeling import model_positions  # also checks a model folder: it exists, with a config.json
-    from prover.rollout import prompt_budget
-
-    prompt_budget(cfg.rollout.max_prompt_tokens, cfg.rollout.sampling.max_new_tokens, model_positions(cfg.model.path))
 
 
 PLUGIN_SECTIONS = {"env": ("envs", "env.kwargs"), "engine": ("engines", "engine.kwargs"),

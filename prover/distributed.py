@@ -77,6 +77,9 @@ class Ranks:
     def check_config(self, cfg: Any) -> None:
         """Refuse a split of the step's tasks that would leave processes with unequal shares."""
         groups = cfg.rollout.groups_per_step
+        if self.world > 1 and cfg.rollout.max_off_policy_steps:
+            raise ConfigError(f"rollout.max_off_policy_steps={cfg.rollout.max_off_policy_steps} runs one rollout "
+                              f"worker beside one learner; under {self.world} processes set it to 0")
         if self.world > 1 and groups % self.world:
             raise ConfigError(f"rollout.groups_per_step={groups} does not split evenly over {self.world} "
                               f"processes; make it a multiple of {self.world}")

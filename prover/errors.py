@@ -75,6 +75,10 @@ class EngineError(ProverError):
     unreadable, or a weight sync to it failed."""
 
 
+class WorkerError(ProverError):
+    """The rollout worker process (``rollout.max_off_policy_steps`` > 0) failed, died or stopped answering."""
+
+
 class JudgeError(ProverError):
     """A judge failed every request of ``judge.max_failed_steps`` steps in a row (a bad key, model or
     server): the run stops rather than train on as plain GRPO."""

@@ -6,6 +6,10 @@ Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl
     L  = min(Lclip, -A c) if A < 0 else Lclip                   (dual clip, c = dual_clip_c)
     loss = agg(L) + kl_coef agg(KL(logp, logp_ref)) - entropy_coef agg(H)
 
+``logp_old`` is the log-prob the rollout recorded when it sampled the token (``Turn.logprobs``), never
+recomputed here: with asynchronous rollouts (``rollout.max_off_policy_steps``) a row may come from a policy
+up to k updates old, and rho is then the importance ratio to that sampling policy, clipped as PPO clips it.
+
 ``agg`` is one of verl's loss_agg_modes, computed over a whole mini-batch (not per micro-batch, as
 verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
 The learner never knows which credit method produced the advantages.

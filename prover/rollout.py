@@ -20,13 +20,16 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError, EnvFaultError, ProverError
 from prover.seeding import derive_seed
 from prover.types import Batch, Generation, Group, ResumePoint, SamplingParams, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
 
 
 def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
@@ -192,6 +195,7 @@ class Rollout:
         self.history_window = history_window
         self.chat_kwargs = chat_kwargs or {}
         self.max_prompt_tokens = max_prompt_tokens  # prompt_budget's answer; None: unbounded
+        self.policy_version = 0  # the engine's weights, counted in learner updates; every Turn records it
         self._pool: list[TextEnv] = []
 
     def _envs(self, n: int) -> list[TextEnv]:
@@ -318,7 +322,7 @@ class Rollout:
                     observation=e.obs, completion_text=text, action=parsed.action,
                     format_valid=parsed.format_valid, action_valid=bool(info.get("is_action_valid", True)),
                     reward=float(reward), state_key=state_key, snapshot=snapshot, history=tuple(e.history),
-                    admissible=tuple(e.info.get("admissible_actions") or ())))
+                    admissible=tuple(e.info.get("admissible_actions") or ()), policy_version=self.policy_version))
                 e.history.append((e.obs, parsed.action))
                 e.obs, e.info = bounded_text(obs, self.max_prompt_tokens), info
                 if term or trunc:
@@ -341,3 +345,19 @@ class Rollout:
                 e.done = True
                 e.traj.resume = ResumePoint(e.env.snapshot() if record_snapshots else None, e.obs,
                                             tuple(e.info.get("admissible_actions") or ()))
+
+
+def build_rollout(cfg: TrainConfig, engine: Any, make_env_fn: Any) -> Rollout:
+    """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
+    s = cfg.rollout.sampling
+    budget = prompt_budget(cfg.rollout.max_prompt_tokens, s.max_new_tokens, engine.context_length)
+    return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
+                   sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
+                   history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs,
+                   max_prompt_tokens=budget)
+
+
+def engine_counts(engine: Any, phase: str) -> dict[str, float]:
+    """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
+    none for engines that keep no counts (``hf``)."""
+    return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}

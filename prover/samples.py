@@ -6,13 +6,16 @@ One JSON object per kept group and step::
      "trajectories": [{"traj_id", "won", "return", "truncated", "env_error",
                        "turns": [{"observation", "completion", "action", "reward", "format_valid",
                                   "action_valid", "advantage"}]}],
-     "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale"}],
+     "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale",
+                   "sampled_version", "verify_version"}],
      "judge_failure": null or why the judge gave no proposal for the group,
      "judge_replies": [what an LLM judge replied, in order]}
 
 ``advantage`` is the mean advantage over the turn's tokens (null when the method trained on other turns
 than the rollout's, as SPO-tree does). ``segments`` are the judge's proposals as the credit method
-checked them: ``delta`` is null for one dropped by validation (``problem`` says why). ``judge_failure``
+checked them: ``delta`` is null for one dropped by validation (``problem`` says why).
+``sampled_version`` and ``verify_version`` are the policy versions that sampled the segment and played
+the continuations that verified it (prover/async_rollout.py; null when unknown or not verified). ``judge_failure``
 says why a group the judge was asked about got no proposal at all, e.g. "judge request failed
 (http_401): ..." (one line, key-free, at most 500 characters); null when it got one or was not asked.
 ``judge_replies`` are an LLM judge's replies to the group's request (its text and tool calls, each cut to
@@ -64,7 +67,8 @@ def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[
         mine = [s for s in adv.segments if s.group == gi]
         segments = [{"traj_id": s.segment.traj_id, "start_turn": s.segment.start_turn,
                      "end_turn": s.segment.end_turn, "delta": s.delta, "accepted": s.accepted,
-                     "problem": s.problem[:TEXT_CHARS], "rationale": s.rationale[:TEXT_CHARS]}
+                     "problem": s.problem[:TEXT_CHARS], "rationale": s.rationale[:TEXT_CHARS],
+                     "sampled_version": s.sampled_version, "verify_version": s.verify_version}
                     for s in mine if s.segment is not None]
         failure = next((s.problem[:TEXT_CHARS] for s in mine if s.segment is None), None)
         replies = next(([r[:TEXT_CHARS] for r in s.transcript] for s in mine if s.transcript), [])

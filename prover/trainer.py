@@ -16,23 +16,24 @@ from typing import Any
 
 import numpy as np
 
+from prover.async_rollout import make_batches
 from prover.branching import Brancher
 from prover.config import TrainConfig
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
-from prover.engines import Engine, make_engine
+from prover.engines import make_engine
 from prover.envs import make_env
 from prover.errors import NonFiniteError
 from prover.judges import make_judge
 from prover.preflight import preflight
 from prover.progress import Reporter
-from prover.rollout import Rollout, check_env_errors, prompt_budget
+from prover.rollout import Rollout, build_rollout, check_env_errors, engine_counts
 from prover.run import RunDir, RunLock, load_checkpoint_state
 from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
 from prover.trackers import Trackers
 from prover.truth import TruthScorer
-from prover.types import Batch, SamplingParams
+from prover.types import Batch, RolloutRequest, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
 
@@ -56,6 +57,15 @@ def task_seeds(cfg: TrainConfig, step: int) -> list[int]:
     return rng.sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
 
 
+def rollout_request(cfg: TrainConfig, credit: Any, ranks: Ranks, step: int) -> RolloutRequest:
+    """What step ``step`` rolls out: this process's share of its tasks, G episodes of each (or the method's
+    sizes), snapshots when the method branches."""
+    all_tasks = task_seeds(cfg, step)
+    sizes = ranks.share(credit.group_sizes(step, len(all_tasks), cfg.rollout.group_size))
+    return RolloutRequest(step, ranks.share(all_tasks), sizes, derive_seed(cfg.seed, step, "rollout"),
+                          credit.needs_snapshots)
+
+
 def batch_metrics(batch: Batch) -> dict[str, float]:
     trajs = [t for g in batch.groups for t in g.trajectories]
     turns = batch.turns()
@@ -71,16 +81,6 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
     }
 
 
-def build_rollout(cfg: TrainConfig, engine: Engine, make_env_fn: Any) -> Rollout:
-    """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
-    s = cfg.rollout.sampling
-    budget = prompt_budget(cfg.rollout.max_prompt_tokens, s.max_new_tokens, engine.context_length)
-    return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
-                   sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
-                   history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs,
-                   max_prompt_tokens=budget)
-
-
 def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ranks | None = None,
                     on_turn: Any = None) -> tuple[dict[str, float], Batch]:
     """Held-out success, the one evaluation of the trainer and `prover eval`: one episode per task of the
@@ -94,12 +94,6 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     won = [w for part in ranks.gather(mine) for w in part] if ranks else mine
     record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes)}
     return record, batch
-
-
-def engine_counts(engine: Engine, phase: str) -> dict[str, float]:
-    """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
-    none for engines that keep no counts."""
-    return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}
 
 
 def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:
@@ -126,7 +120,7 @@ class Trainer:
         self.ranks.check_config(cfg)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
-        self.judge = self.engine = None
+        self.judge = self.engine = self.batches = None
         self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
@@ -169,9 +163,13 @@ class Trainer:
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         if ckpt and lora:  # the engine holds the base; the resumed adapter reaches it merged
-            self.sync_weights()
+            self.engine.update_weights(self.learner)
+            self.ranks.barrier()
         self.rollout = build_rollout(cfg, self.engine, self.make_env)
         self.credit = make_credit(cfg)
+        # each step's batch: sampled when asked for, or ahead by a worker (rollout.max_off_policy_steps)
+        self.batches = make_batches(cfg, self.rollout, lambda step: rollout_request(cfg, self.credit, self.ranks, step),
+                                    version=self.start_step, policy_dir=policy_dir)
         self.brancher = Brancher(self.rollout)
         self.judge = make_judge(cfg)  # None when judge.name is unset
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
@@ -187,10 +185,10 @@ class Trainer:
         self.ranks.barrier()  # the record is on disk before any process reads the history
         return record
 
-    def sync_weights(self) -> None:
+    def sync_weights(self, step: int) -> None:
         """Every process takes part (FSDP gathers the weights from all of them); an engine served from
         shared servers pushes from the main process only. No process rolls out before the push is done."""
-        self.engine.update_weights(self.learner)
+        self.batches.sync(self.learner, step)
         self.ranks.barrier()
 
     def save_checkpoint(self, step: int) -> None:
@@ -209,6 +207,8 @@ class Trainer:
         try:
             if self.judge is not None:
                 self.judge.close()
+            if self.batches is not None:
+                self.batches.close()  # the rollout worker, when there is one
             if self.engine is not None:
                 self.engine.close()  # e.g. the sglang engine's weight-update group
         finally:
@@ -225,28 +225,22 @@ class Trainer:
         self.nonfinite_streak = 0
         if self.start_step == 0:
             self.evaluate(0)  # success after the warm start, before any RL
-        # the judge is closed when the loop ends, however it ends
+        # the judge, the rollout worker and the engine are closed when the loop ends, however it ends
         with self.report.steps(cfg.steps, start=self.start_step) as advance, contextlib.closing(self):
             for step in range(self.start_step + 1, cfg.steps + 1):
                 phases, self.ctx.step = Phases(), step
                 self.learner.rng.seed(derive_seed(cfg.seed, step, "shuffle"))
-                # 1. rollout: G episodes of each task (this process's share); snapshots if the method branches
-                all_tasks = task_seeds(cfg, step)
-                sizes = ranks.share(self.credit.group_sizes(step, len(all_tasks), cfg.rollout.group_size))
-                tasks = ranks.share(all_tasks)
-                engine_counts(self.engine, "eval")  # drop what an evaluation generated
-                batch = phases.timed("rollout", self.rollout.run, tasks, sizes, split="train",
-                                     seed=derive_seed(cfg.seed, step, "rollout"),
-                                     record_snapshots=self.credit.needs_snapshots)
+                # 1. rollout: G episodes of each task (this process's share), sampled now or, with
+                #    rollout.max_off_policy_steps, while earlier steps learned; each row keeps its policy version
+                batch, counts = phases.timed("rollout", self.batches.next_batch, step)
                 check_env_errors(batch, cfg.rollout.max_env_error_share, cfg.env.name)
-                counts = engine_counts(self.engine, "rollout")
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)
                 adv = phases.timed("credit", self.credit.assign, batch, self.ctx)
                 counts |= engine_counts(self.engine, "branch")  # branching resends cached prefixes
                 # 3. learner: PPO-clip update on every turn row (gradients averaged across processes)
                 learner_stats = phases.timed("learner", self.learner.update, batch, adv)
-                # 4. weight sync: the engine samples from the updated policy next step
-                phases.timed("sync", self.sync_weights)
+                # 4. weight sync: the engines sample from the updated policy (rollouts not yet started)
+                phases.timed("sync", self.sync_weights, step)
                 # 5. metrics (merged over processes), then checkpoint (a crash between them repeats this step)
                 record = ranks.merged({"step": step, "phase": "train", **batch_metrics(batch),
                                        **self.brancher.take_counts(), **counts, **adv.metrics, **learner_stats,

@@ -60,6 +60,9 @@ class Turn:
     snapshot: Any = None  # env.snapshot() before the turn, when branching is on
     history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
     admissible: tuple[str, ...] = ()  # the env's admissible actions before the turn (prompt input)
+    # the policy that sampled it, counted in learner updates: the starting weights are 0, the weights after
+    # step t's update are t (prover/async_rollout.py states which version samples, learns and verifies what)
+    policy_version: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -112,6 +115,17 @@ class Group:
     @property
     def n_won(self) -> int:
         return sum(t.won for t in self.trajectories)
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """What one training step rolls out: this process's tasks, the episodes of each, the sampling seed."""
+
+    step: int
+    tasks: list[int]  # task seeds of the train split
+    sizes: list[int]  # episodes of each task (the credit method's group sizes)
+    seed: int  # the rollout's sampling seed, derive_seed(seed, step, "rollout")
+    record_snapshots: bool = False  # the credit method branches from recorded states
 
 
 @dataclass
@@ -184,6 +198,8 @@ class CheckedSegment:
     problem: str = ""  # why validation dropped it ("" when it was verified)
     rationale: str = ""
     transcript: list[str] = field(default_factory=list)  # the judge's replies for the group (JudgeResult's)
+    sampled_version: int | None = None  # the policy version that sampled the segment's turns (Turn.policy_version)
+    verify_version: int | None = None  # the version whose continuations verified it; None when none were drawn
 
 
 @dataclass

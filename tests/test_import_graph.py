@@ -105,7 +105,7 @@ RULES = [
                  id="learner-imports-no-engine-implementation"),
     pytest.param(Rule(("prover.policy",), ENGINE_IMPLEMENTATIONS),
                  id="policy-imports-no-engine-implementation"),
-    pytest.param(Rule(("prover.config",), ENGINE_IMPLEMENTATIONS),
+    pytest.param(Rule(("prover.config", "prover.config_checks"), ENGINE_IMPLEMENTATIONS),
                  id="config-imports-no-engine-implementation"),
 ]
 

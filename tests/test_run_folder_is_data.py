@@ -145,13 +145,20 @@ def test_an_earlier_versions_checkpoint_gets_one_line_and_converts(run, capsys):
 
 def test_no_code_in_the_tree_reads_a_pickle():
     """Every loader of a file a user could be handed: torch.load only with weights_only=True, and no pickle,
-    joblib, dill, shelve or numpy loads that allow pickles (bm25s, faiss and safetensors read data formats)."""
+    joblib, dill, shelve or numpy loads that allow pickles (bm25s, faiss and safetensors read data formats).
+    One exception, by name: ``from_peer`` of prover/async_rollout.py reads the OS pipe between the trainer and
+    the rollout worker it started (never a file); its body is that one call and nothing else unpickles."""
     import ast
 
     root = Path(__file__).resolve().parents[1]
     found = []
     for path in [*root.glob("prover/**/*.py"), *root.glob("plugins/*/*/**/*.py"), *root.glob("benchmarks/**/*.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        if path == root / "prover" / "async_rollout.py":
+            [peer] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "from_peer"]
+            assert ast.unparse(peer.body[-1]) == "return pickle.loads(data)" and len(peer.body) == 2  # doc, return
+            tree.body.remove(peer)
+        for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
                 if any((n or "").split(".")[0] in ("joblib", "dill", "shelve", "cloudpickle") for n in names):

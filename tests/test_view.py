@@ -225,7 +225,8 @@ def test_prover_exposes_checked_segments_and_groups_keep_them(make_batch):
     rec = kept[1]
     assert rec["step"] == 7 and rec["segments"] == [{"traj_id": "g1-t0", "start_turn": 1, "end_turn": 2,
                                                      "delta": pytest.approx(0.5), "accepted": True, "problem": "",
-                                                     "rationale": "because <this>"}]
+                                                     "rationale": "because <this>", "sampled_version": 0,
+                                                     "verify_version": None}]  # a stand-in brancher: version unknown
     won = rec["trajectories"][0]
     assert won["won"] and [t["action"] for t in won["turns"]] == ["act 1000", "act 1001", "act 1002", "act 1003"]
     # GRPO mean-centred: 10 - 5 = +5 for the success, bonus 0.5 * 10 on its turns 1-2; -5 for the failure

@@ -37,6 +37,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from prover.credit.grpo import GRPO, GRPOConfig
+from prover.errors import ConfigError
 
 
 class BudgetMatchedConfig(GRPOConfig):
@@ -95,6 +96,16 @@ class BudgetMatchedGRPO(GRPO):
     def __init__(self, config: BudgetMatchedConfig | None = None, own_metrics: str | None = None) -> None:
         super().__init__(config)
         self.own_metrics = Path(own_metrics) if own_metrics else None  # this run's metrics.jsonl
+
+    @classmethod
+    def validate_config(cls, train_cfg) -> None:
+        super().validate_config(train_cfg)
+        k = train_cfg.rollout.max_off_policy_steps
+        if k and cls.parse_config(train_cfg).budget_from is not None:
+            # step s's group sizes are set when its rollout is queued, before step s-1's tokens are logged
+            raise ConfigError(f"credit.budget_from matches each step's tokens to the steps logged before it, but "
+                              f"rollout.max_off_policy_steps={k} plans a step before the last one is logged; "
+                              "use credit.schedule or credit.overhead, or rollout.max_off_policy_steps=0")
 
     @classmethod
     def from_train_config(cls, train_cfg) -> BudgetMatchedGRPO:

@@ -34,6 +34,10 @@ Departures and choices (all switches):
    that stop once the decision is settled) and ``free_samples`` (the group's own runs through a boundary
    state count towards K) are ours, not the paper's: credit/verification.py. Continuations never enter
    the training batch; their tokens are counted by the Brancher as cost/branch_tokens.
+6. Under asynchronous rollouts (``rollout.max_off_policy_steps`` = k), step s's segments were sampled by
+   policy version s-1-k and are verified with continuations of version s-1, the learner's, whose update the
+   bonus steers; each checked segment records both (``sampled_version``, ``verify_version``;
+   prover/async_rollout.py). Free samples are the group's own runs, of version s-1-k.
 """
 
 from __future__ import annotations
@@ -147,9 +151,9 @@ class ProVer(GRPO):
         verdicts = verify(ctx.brancher, [Boundaries(batch.groups[gi], req.target, (seg.start_turn, seg.end_turn + 1))
                                          for gi, req, seg, _, _ in valid],
                           seed=seed, **cfg.verify_kwargs())
-        deltas = [v.delta for v in verdicts]
         for (gi, req, seg, why, replies), v in zip(valid, verdicts):
-            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies))
+            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies,
+                                          req.success.turns[seg.start_turn].policy_version, v.verify_version))
             if v.accepted:
                 per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
         metrics = {
@@ -172,5 +176,5 @@ class ProVer(GRPO):
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
             metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _, _ in valid]))
-            metrics["credit/delta"] = float(np.mean(deltas))
+            metrics["credit/delta"] = float(np.mean([v.delta for v in verdicts]))
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics, segments=checked)

@@ -58,10 +58,14 @@ class Tally:
     wins: int = 0
     n: int = 0
     free: int = 0  # of n, taken from the group's own trajectories
+    # the policy version whose continuations drew the branched samples (free ones come from the group's own
+    # runs, sampled by Turn.policy_version); None until one is drawn or when the Brancher does not say
+    version: int | None = None
 
-    def add(self, won: Any) -> None:
+    def add(self, won: Any, version: int | None = None) -> None:
         self.wins += int(sum(bool(w) for w in won))
         self.n += len(won)
+        self.version = version if version is not None else self.version
 
     @property
     def mean(self) -> float:
@@ -81,6 +85,13 @@ class Verdict:
     @property
     def delta(self) -> float:
         return self.post.mean - self.pre.mean
+
+    @property
+    def verify_version(self) -> int | None:
+        """The policy version that verified the segment: its continuations' (one per step, so both sides
+        agree); None when every sample was free."""
+        versions = [t.version for t in (self.pre, self.post) if t.version is not None]
+        return max(versions) if versions else None
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,7 @@ def _draw(brancher: Any, asks: list[tuple[Boundaries, int, int]], seed: int) -> 
     """One Brancher call for every (boundaries, side, n) asked; adds the outcomes to the tallies."""
     requests = [BranchRequest(b.group.trajectories[b.target], b.turns[side], n) for b, side, n in asks]
     for (b, side, _), result in zip(asks, brancher.continue_from(requests, seed=seed)):
-        b.tallies[side].add(result.won)
+        b.tallies[side].add(result.won, result.policy_version)
 
 
 def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, round_size: int,
@@ -187,7 +198,12 @@ def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, roun
 
 
 def verify_metrics(verdicts: list[Verdict]) -> dict[str, float]:
-    """Per step: samples used at the boundaries (free ones apart) and the rounds the slowest segment took."""
-    return {"credit/verify_samples": float(sum(v.pre.n + v.post.n for v in verdicts)),
-            "credit/verify_free_samples": float(sum(v.pre.free + v.post.free for v in verdicts)),
-            "credit/verify_rounds": float(max((v.rounds for v in verdicts), default=0))}
+    """Per step: samples used at the boundaries (free ones apart), the rounds the slowest segment took, and
+    the policy version that drew the continuations (when any were drawn)."""
+    out = {"credit/verify_samples": float(sum(v.pre.n + v.post.n for v in verdicts)),
+           "credit/verify_free_samples": float(sum(v.pre.free + v.post.free for v in verdicts)),
+           "credit/verify_rounds": float(max((v.rounds for v in verdicts), default=0))}
+    versions = [v.verify_version for v in verdicts if v.verify_version is not None]
+    if versions:  # the policy whose continuations verified the step's segments (prover/async_rollout.py)
+        out["credit/verify_policy_version"] = float(max(versions))
+    return out

@@ -37,6 +37,10 @@ class Engine(Configurable):
 
     tokenizer: Any
     context_length: int | None = None  # the model's positions, when known: the rollout bounds prompts by it
+    # the weights live in this process, so a second copy built in a worker process samples on its own and
+    # takes weights from ``update_weights`` with a state dict (asynchronous rollouts need it); False for
+    # engines over shared servers, where one push changes what every copy samples
+    own_weights: ClassVar[bool] = False
     name: ClassVar[str] = ""  # how config errors name the engine; the class name when empty
     # set by the run from model.path / model.dtype, never through engine.kwargs
     RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.dtype"}

@@ -32,6 +32,7 @@ class HFEngine(Engine):
     chunk differs (sharing sorts equal prompts together), and rounding can flip a draw at a near-tie."""
 
     name = "hf"
+    own_weights = True
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
                  batch_size: int = 64, share_prefixes: bool = True) -> None:
