@@ -67,6 +67,14 @@ def summary(r: dict) -> list[str]:
                          f"draws | {100 * row['agreement']:.1f}% of {r['verify']['proposals']} proposals |")
     if "limits" in r:
         lines += limits_summary(r["limits"])
+    if "cell" in r:
+        wall = [sum(c[k]["wall_s"] for c in r["cell"]["seeds"].values()) for k in ("before", "after")]
+        lines.append(f"| a pivot-sim bench cell, after / before (threads {r['cell']['threads']}, "
+                     f"{len(r['cell']['seeds'])} seeds side by side): wall time | {wall[1] / wall[0]:.2f}x |")
+    if "async" in r:
+        ratios = [x for s in r["async"]["summary"].values() for x in s["async_over_sync_steps_per_hour"]]
+        lines.append(f"| asynchronous / synchronous RL steps per hour (rollout.max_off_policy_steps=1) | "
+                     f"{min(ratios):.2f}x-{max(ratios):.2f}x |")
     return lines
 
 
