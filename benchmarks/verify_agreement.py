@@ -96,7 +96,7 @@ class Replay:
             self.cursor[key] = start + r.n
             self.continuations += r.n
             self.tokens += sum(t for _, t in got)
-            out.append(SimpleNamespace(won=np.array([w for w, _ in got], dtype=bool)))
+            out.append(SimpleNamespace(won=np.array([w for w, _ in got], dtype=bool), policy_version=None))
         return out
 
 
