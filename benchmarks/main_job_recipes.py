@@ -73,11 +73,10 @@ def section(res: dict) -> list[str]:
             f"{res.get('note', '')}.", "", *table(res), "",
             "**Reading.** Below about 20,000 SFT rows (1000 episodes x 2 epochs) the default tiny policy does not "
             "copy actions from its prompt well enough to succeed on unseen layouts, and RL from a policy that "
-            "never succeeds has nothing to learn from (GRPO's groups are all zero). A higher or decaying learning "
-            "rate did not make up for fewer rows (nor did a learning rate decayed linearly to 0, tried "
-            "with a patched SFT and not a setting, so not in the table: 0.000 at 1e-3 and at 2e-3, small model, "
-            "1000 x 1, seed 1). The smaller model (bench_alfworld's) runs the SFT 1.8x faster "
-            "and the whole job in about 225-250 CPU s with one epoch, which with the install would be 280-310 s, "
+            "never succeeds has nothing to learn from (GRPO's groups are all zero). A higher learning rate did "
+            "not make up for fewer rows, nor did one decayed linearly to 0 (tried with a patched SFT, not a "
+            "setting, so not in the table: 0.000 at 1e-3 and at 2e-3, small model, 1000 x 1, seed 1). The "
+            "smaller model (bench_alfworld's) runs the SFT 1.8x faster and the whole job in about 225-250 CPU s with one epoch, which with the install would be 280-310 s, "
             "but its rise was +11.5 and +6.2 points; with two epochs it rose +17.7 and +8.3 for 380-470 CPU s "
             "(run at a load average near 7, which inflates CPU seconds too). Neither keeps 10 points on both "
             "tuning seeds (the rule), and neither fits 300 s with its rise, so the default recipe is unchanged."]
