@@ -76,7 +76,8 @@ def section(res: dict) -> list[str]:
             "never succeeds has nothing to learn from (GRPO's groups are all zero). A higher learning rate did "
             "not make up for fewer rows, nor did one decayed linearly to 0 (tried with a patched SFT, not a "
             "setting, so not in the table: 0.000 at 1e-3 and at 2e-3, small model, 1000 x 1, seed 1). The "
-            "smaller model (bench_alfworld's) runs the SFT 1.8x faster and the whole job in about 225-250 CPU s with one epoch, which with the install would be 280-310 s, "
+            "smaller model (bench_alfworld's) runs the SFT 1.8x faster and the whole job in about 225-250 CPU s "
+            "with one epoch, which with the install would be 280-310 s, "
             "but its rise was +11.5 and +6.2 points; with two epochs it rose +17.7 and +8.3 for 380-470 CPU s "
             "(run at a load average near 7, which inflates CPU seconds too). Neither keeps 10 points on both "
             "tuning seeds (the rule), and neither fits 300 s with its rise, so the default recipe is unchanged."]
