@@ -61,22 +61,29 @@ def build_policy(where: Path) -> str:
     return str(next(iter(sorted((where / "models").glob("warmstart-*")))))
 
 
+def train_child(argv: list[str], cwd: Path, env: dict[str, str], run_dir: Path) -> tuple[float, float, list[dict]]:
+    """Run ``prover train`` (``argv``) as a child: its wall seconds, its own CPU seconds (rusage), and its
+    metrics rows; a failed run raises SystemExit with the end of its stderr (kept in a file, not a pipe
+    that a chatty run could fill)."""
+    with tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if code := os.waitstatus_to_exitcode(status):
+            err.seek(0)
+            raise SystemExit(f"{' '.join(argv[3:])} failed ({code}) in {cwd}: {err.read().strip()[-500:]}")
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return wall, usage.ru_utime + usage.ru_stime, rows
+
+
 def train_cell(tree: Path, run_dir: Path, policy: str, seed: int, threads: str) -> dict:
     """One cell in ``tree``'s code: wall and CPU seconds, held-out success by step, generated tokens."""
     argv = [sys.executable, "-m", "prover.cli", "train", *CELL, f"model.path={policy}", f"seed={seed}",
             f"run.dir={run_dir}"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=tree, env=child_env(tree, threads), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read() if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"cell: {tree} seed {seed} failed ({proc.returncode}): {err.strip()[-500:]}")
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    wall, cpu, rows = train_child(argv, tree, child_env(tree, threads), run_dir)
     train = [r for r in rows if r["phase"] == "train"]
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+    return {"wall_s": wall, "cpu_s": cpu,
             "eval": {str(r["step"]): r["eval/success"] for r in rows if r["phase"] == "eval"},
             "step_s": sum(r["time/step"] for r in train),
             "tokens": sum(r["cost/rollout_tokens"] + r.get("cost/branch_tokens", 0.0) for r in train)}

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,19 +27,15 @@ RESULTS = ROOT / "benchmarks" / "results" / "perf" / "recipes.json"
 
 
 def run(name: str, seed: int, overrides: list[str]) -> dict:
+    from cell_speed import train_child
+
     with tempfile.TemporaryDirectory() as tmp:
         argv = [sys.executable, "-m", "prover.cli", "train", f"seed={seed}", *overrides, f"run.dir={tmp}"]
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        if os.waitstatus_to_exitcode(status):
-            raise SystemExit(f"recipes: {name} seed {seed} failed; rerun `prover {' '.join(argv[3:])}` to see why")
-        rows = [json.loads(x) for x in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]
+        wall, cpu, rows = train_child(argv, ROOT, {**os.environ, "OMP_NUM_THREADS": "1"}, Path(tmp))
     evals = [r["eval/success"] for r in rows if r["phase"] == "eval"]
     return {"name": name, "seed": seed, "overrides": overrides, "before": evals[0], "after": evals[-1],
-            "steps": sum(r["phase"] == "train" for r in rows), "wall_s": time.perf_counter() - start,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "load_avg_1m": os.getloadavg()[0]}
+            "steps": sum(r["phase"] == "train" for r in rows), "wall_s": wall, "cpu_s": cpu,
+            "load_avg_1m": os.getloadavg()[0]}
 
 
 def table(res: dict) -> list[str]:
