@@ -9,6 +9,11 @@ the bench's shared warm-started policy (``--policy``; else built once here with 
 For each seed the two trees train that cell at the same time, one process each, so both see the same load;
 their wall-time ratio is the figure, and CPU seconds (from each process's own rusage) are kept beside it.
 
+``--later-cell`` times the after tree's cell as a bench matrix runs every method of a seed after its first:
+the step-0 evaluation of the shared policy is already in the bench's evaluation cache (``eval.cache_dir``,
+prover/eval_cache.py). The cache is filled for each seed, untimed, by a ``steps=0`` run of the after tree
+before the two cells start (what the seed's first cell computes); the before tree samples it as it always did.
+
 ``--threads 1`` sets OMP_NUM_THREADS=1 in both, as the bench files' two-process commands do; ``default``
 removes OMP_NUM_THREADS and MKL_NUM_THREADS, so each tree runs at its own default (before issue 29: torch's
 default, one thread per core; since: 1 thread for the tiny model).
@@ -77,10 +82,10 @@ def train_child(argv: list[str], cwd: Path, env: dict[str, str], run_dir: Path) 
     return wall, usage.ru_utime + usage.ru_stime, rows
 
 
-def train_cell(tree: Path, run_dir: Path, policy: str, seed: int, threads: str) -> dict:
+def train_cell(tree: Path, run_dir: Path, policy: str, seed: int, threads: str, extra: tuple = ()) -> dict:
     """One cell in ``tree``'s code: wall and CPU seconds, held-out success by step, generated tokens."""
     argv = [sys.executable, "-m", "prover.cli", "train", *CELL, f"model.path={policy}", f"seed={seed}",
-            f"run.dir={run_dir}"]
+            f"run.dir={run_dir}", *extra]
     wall, cpu, rows = train_child(argv, tree, child_env(tree, threads), run_dir)
     train = [r for r in rows if r["phase"] == "train"]
     return {"wall_s": wall, "cpu_s": cpu,
@@ -89,7 +94,7 @@ def train_cell(tree: Path, run_dir: Path, policy: str, seed: int, threads: str) 
             "tokens": sum(r["cost/rollout_tokens"] + r.get("cost/branch_tokens", 0.0) for r in train)}
 
 
-def measure(before: str, seeds: list[int], threads: str, policy: str | None) -> dict:
+def measure(before: str, seeds: list[int], threads: str, policy: str | None, later_cell: bool = False) -> dict:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "before"
@@ -100,16 +105,20 @@ def measure(before: str, seeds: list[int], threads: str, policy: str | None) -> 
             seeds_out = {}
             for seed in seeds:
                 print(f"[cell] seed {seed}: {before} and {head.stdout.strip()} side by side ...", flush=True)
-                jobs = [(old, Path(tmp) / f"before-{seed}"), (ROOT, Path(tmp) / f"after-{seed}")]
+                extra = ()
+                if later_cell:  # the seed's first cell of the matrix, untimed: it fills the cache
+                    extra = (f"eval.cache_dir={Path(tmp) / 'evals'}",)
+                    train_cell(ROOT, Path(tmp) / f"first-{seed}", policy, seed, threads, ("steps=0", *extra))
+                jobs = [(old, Path(tmp) / f"before-{seed}", ()), (ROOT, Path(tmp) / f"after-{seed}", extra)]
                 with ThreadPoolExecutor(2) as pool:
-                    b, a = pool.map(lambda job, s=seed: train_cell(*job, policy, s, threads), jobs)
+                    b, a = pool.map(lambda job, s=seed: train_cell(job[0], job[1], policy, s, threads, job[2]), jobs)
                 seeds_out[str(seed)] = {"before": b, "after": a}
                 print(f"[cell] seed {seed}: {b['wall_s']:.0f} s before, {a['wall_s']:.0f} s after "
                       f"({a['wall_s'] / b['wall_s']:.2f}x)", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
     return {"before": before, "after": head.stdout.strip(), "threads": threads, "policy": policy,
-            "cell": CELL, "seeds": seeds_out}
+            "cell": CELL, "later_cell": later_cell, "seeds": seeds_out}
 
 
 def paired_line(diffs: list[float]) -> str:
@@ -126,13 +135,22 @@ def curve(cell: dict) -> str:
     return ", ".join(f"{v:.3f}" for _, v in sorted(cell["eval"].items(), key=lambda kv: int(kv[0])))
 
 
+def later_note(res: dict) -> list[str]:
+    if not res.get("later_cell"):
+        return []
+    return ["", "The after tree's cell ran as a bench matrix runs a seed's later cells: the shared policy's step-0 "
+            "evaluation was already in the evaluation cache (`eval.cache_dir`, filled untimed by a `steps=0` run "
+            "of the after tree, as the seed's first cell fills it), so it was read, not sampled; the before tree "
+            "sampled it. Its step-0 success is therefore the first cell's (`--later-cell`)."]
+
+
 def table(res: dict) -> list[str]:
     """The section's markdown: each seed's seconds side by side, then the totals and the agreement check."""
     seeds = res["seeds"]
     lines = [f"benchmarks/bench_pivot_12steps.yaml's prover+contrast cell (12 steps, 288 held-out episodes at "
              f"steps 0, 6, 12) at {res['before']} and at {res['after']}, both at once for each seed, "
              f"threads: {res['threads']} (`python benchmarks/perf.py --sections cell --before {res['before']} "
-             f"--cell-threads {res['threads']}`).", "",
+             f"--cell-threads {res['threads']}`).", *later_note(res), "",
              "| seed | before s | after s | after / before (wall) | before CPU s | after CPU s | "
              "held-out success before (0, 6, 12) | after (0, 6, 12) |", "|---|---|---|---|---|---|---|---|"]
     for seed, r in seeds.items():
@@ -157,9 +175,11 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--threads", default="1", help="OMP_NUM_THREADS for both trees, or 'default'")
     ap.add_argument("--policy", help="warm-started policy folder (default: built here)")
+    ap.add_argument("--later-cell", action="store_true", help="time the after tree's cell as a matrix's later "
+                    "cell of a seed: the shared policy's step-0 evaluation already in the evaluation cache")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "perf" / "cell.json"))
     args = ap.parse_args()
-    res = measure(args.before, [int(s) for s in args.seeds.split(",")], args.threads, args.policy)
+    res = measure(args.before, [int(s) for s in args.seeds.split(",")], args.threads, args.policy, args.later_cell)
     Path(args.out).write_text(json.dumps(res, indent=1))
     print("\n".join(table(res)))
 

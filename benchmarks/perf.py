@@ -1,6 +1,6 @@
 """One performance page: every speed and cost figure of the loop, measured in one run, written to docs/perf.md.
 
-    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit,limits,prefix,cell] [--before REV]
+    python benchmarks/perf.py [--sections main,verify,overhead,envs,credit,limits,prefix,cell,later-cell] [--before REV]
                               [--steps 12] [--batches 6] [--policy DIR] [--cell-seeds 0,1,2,3,4]
                               [--cell-threads 1|default] [--render]
 
@@ -26,6 +26,8 @@ them without measuring; a section run alone replaces only its own file):
 - cell:     benchmarks/cell_speed.py: a pivot-sim bench cell (bench_pivot_12steps' prover+contrast row) trained
             by this tree and by ``--before REV`` at once for each of ``--cell-seeds``: wall-time ratio and
             held-out success side by side (``--policy``: the warm-started policy, else built once).
+- later-cell: the same, with this tree's cell timed as a bench matrix runs a seed's later cells: the shared
+            policy's step-0 evaluation already in the bench's evaluation cache (``eval.cache_dir``).
 
 The machine is shared and noisy: read ratios within a section, not seconds across sections.
 """
@@ -46,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
-SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell")
+SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell", "later-cell")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks/async_rollout.py
 
 
@@ -203,6 +205,15 @@ def section_cell(args: argparse.Namespace, keep: Path) -> dict:
     return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy)
 
 
+def section_later_cell(args: argparse.Namespace, keep: Path) -> dict:
+    from cell_speed import measure
+
+    if not args.before:
+        raise SystemExit("perf: the later-cell section times two trees; name the older one with --before REV")
+    return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy,
+                   later_cell=True)
+
+
 # -- the page --------------------------------------------------------------------------------------------
 def load(section: str) -> dict:
     path = RESULTS / f"{section}.json"
@@ -236,7 +247,7 @@ def main() -> None:
     keep.mkdir(parents=True, exist_ok=True)
     for section in [] if args.render else wanted:
         t0 = time.perf_counter()
-        result = globals()[f"section_{section}"](args, keep)
+        result = globals()[f"section_{section.replace('-', '_')}"](args, keep)
         result["measured"] = {"seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                               time.gmtime()), "load_avg_1m": os.getloadavg()[0], "cpus": os.cpu_count(),
                               "python": platform.python_version()}

@@ -67,10 +67,13 @@ def summary(r: dict) -> list[str]:
                          f"draws | {100 * row['agreement']:.1f}% of {r['verify']['proposals']} proposals |")
     if "limits" in r:
         lines += limits_summary(r["limits"])
-    if "cell" in r:
-        wall = [sum(c[k]["wall_s"] for c in r["cell"]["seeds"].values()) for k in ("before", "after")]
-        lines.append(f"| a pivot-sim bench cell, after / before (threads {r['cell']['threads']}, "
-                     f"{len(r['cell']['seeds'])} seeds side by side): wall time | {wall[1] / wall[0]:.2f}x |")
+    for key, which in (("cell", "a pivot-sim bench cell"), ("later-cell", "a matrix's later cell of a seed")):
+        if key in r:
+            wall = [sum(c[k]["wall_s"] for c in r[key]["seeds"].values()) for k in ("before", "after")]
+            cpu = [sum(c[k]["cpu_s"] for c in r[key]["seeds"].values()) for k in ("before", "after")]
+            lines.append(f"| {which}, after {r[key]['after']} / before {r[key]['before']} (threads "
+                         f"{r[key]['threads']}, {len(r[key]['seeds'])} seeds side by side): wall time; CPU time | "
+                         f"{wall[1] / wall[0]:.2f}x; {cpu[1] / cpu[0]:.2f}x |")
     if "async" in r:
         ratios = [x for s in r["async"]["summary"].values() for x in s["async_over_sync_steps_per_hour"]]
         lines.append(f"| asynchronous / synchronous RL steps per hour (rollout.max_off_policy_steps=1) | "
@@ -126,10 +129,13 @@ def section_overhead(res: dict) -> list[str]:
     return lines
 
 
-def section_cell(res: dict) -> list[str]:
+def section_cell(res: dict, later: dict | None = None) -> list[str]:
     from cell_speed import table
 
-    return ["## A bench cell, before and after", "", when(res), "", *table(res)]
+    lines = ["## A bench cell, before and after", "", when(res), "", *table(res)]
+    if later:
+        lines += ["", "### A matrix's later cell of a seed", "", when(later), "", *table(later)]
+    return lines
 
 
 def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
@@ -155,7 +161,7 @@ def render(results: dict) -> str:
     if "prefix" in results:
         parts += [""] + section_script("Lever: shared prompt prefixes", results["prefix"], fenced=True)
     if "cell" in results:
-        parts += [""] + section_cell(results["cell"])
+        parts += [""] + section_cell(results["cell"], results.get("later-cell"))
     if "recipes" in results:
         from main_job_recipes import section
 

@@ -179,6 +179,10 @@ class EvalConfig(Section):
     split: str = Field("test", description="Env split to evaluate on (alfworld-sim: 'test' = unseen layouts).")
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature at evaluation (verl-agent: 0.4).")
     every: int = Field(0, ge=0, description="Also evaluate every N steps; 0 only before and after RL.")
+    cache_dir: str | None = Field(None, description="A folder that keeps the starting policy's evaluation by the "
+                                  "digest of its weights and the settings that decide it, so a run from the same "
+                                  "policy and settings reads it instead of sampling it again (the bench sets it "
+                                  "for cells sharing a warm start); null keeps none. See prover/eval_cache.py.")
 
 
 class RunConfig(Section):

@@ -86,8 +86,9 @@ class Reporter:
                 self.note(warning)
 
     def eval_line(self, r: dict[str, Any]) -> None:
+        kept = ", read from eval.cache_dir" if r.get("eval/cached") else ""
         self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "
-                  f"({int(r['eval/episodes'])} episodes)")
+                  f"({int(r['eval/episodes'])} episodes{kept})")
 
     def summary(self, history: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
         evals = [r for r in history if r["phase"] == "eval"]

@@ -24,6 +24,7 @@ from prover.distributed import Ranks
 from prover.engines import make_engine
 from prover.envs import make_env
 from prover.errors import NonFiniteError
+from prover.eval_cache import EvalCache
 from prover.judges import make_judge
 from prover.preflight import preflight
 from prover.progress import Reporter
@@ -152,6 +153,7 @@ class Trainer:
         self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
         lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
         policy_dir = ckpt if ckpt and not lora else prepare_policy(cfg, self.run, self.make_env, self.report)
+        self.policy_dir = None if ckpt else policy_dir  # the starting policy, whose evaluation may be kept
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,
                                adapter=ckpt if lora else None)
@@ -176,9 +178,15 @@ class Trainer:
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out success (``evaluate_policy``), logged and reported by the main process."""
-        with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
-            record, _ = evaluate_policy(self.cfg, self.rollout, step, self.ranks, on_turn=lambda *_: tick())
+        """Held-out success (``evaluate_policy``), logged and reported by the main process; the starting
+        policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.eval_cache``)."""
+        cache = EvalCache.of(self.cfg, self.policy_dir, self.ranks.world) if step == 0 else None
+        record = cache.read() if cache else None
+        if record is None:
+            with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
+                record, _ = evaluate_policy(self.cfg, self.rollout, step, self.ranks, on_turn=lambda *_: tick())
+            if cache:
+                cache.write(record)
         if self.ranks.is_main:
             self.run.log(record)
             self.report.eval_line(record)

@@ -127,8 +127,14 @@ def test_tiny_bench_writes_tables_skips_finished_cells_and_resumes(tiny_common, 
         assert not (cell / "models").exists()
         assert "/shared/alfworld-sim/seed-0/models/warmstart-" in yaml.safe_load((cell / "config.yaml").read_text())[
             "model"]["path"]
-    finals = {m: [json.loads(ln) for ln in (c / "metrics.jsonl").read_text().splitlines()][-1]
-              for m, c in cells.items()}
+    histories = {m: [json.loads(ln) for ln in (c / "metrics.jsonl").read_text().splitlines()]
+                 for m, c in cells.items()}
+    finals = {m: h[-1] for m, h in histories.items()}
+    # both cells start from the shared warm start: the second read the first's step-0 evaluation
+    first, second = histories["grpo"][0], histories["prover+contrast"][0]
+    assert "eval/cached" not in first and second["eval/cached"] == 1.0
+    assert second["eval/success"] == first["eval/success"]
+    assert len(list((bench / "shared" / "evals").glob("eval-*.json"))) == 1
     assert all(r["phase"] == "eval" and r["step"] == 1 for r in finals.values())
     rows = list(csv.DictReader((docs / "table1.csv").open()))
     assert [(r["method"], r["env"]) for r in rows] == [("grpo", "alfworld-sim"), ("grpo", "avg"),

@@ -158,6 +158,7 @@ def settings_hash(cfg: TrainConfig, start: str = "") -> str:
     tree = cfg.model_dump(mode="json", exclude_defaults=True)
     tree.get("run", {}).pop("dir", None)
     tree.pop("threads", None)  # speed, not results
+    tree.get("eval", {}).pop("cache_dir", None)  # the same record, read instead of sampled
     tree.setdefault("warmstart", {})["lr"] = warmstart_lr(cfg.warmstart, cfg.model.path)
     tree["bench_start"] = start
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]

@@ -85,6 +85,8 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool, echo: Echo = pr
         lock.release()
     out = cfg.model_copy(deep=True)
     out.model.path, out.warmstart.enabled = str(folder.resolve()), False
+    if out.eval.cache_dir is None:  # every method of a seed evaluates the shared policy alike at step 0
+        out.eval.cache_dir = str(Path(bench.dir) / "shared" / "evals")
     return out, built
 
 
