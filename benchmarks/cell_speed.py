@@ -149,7 +149,8 @@ def table(res: dict) -> list[str]:
     seeds = res["seeds"]
     lines = [f"benchmarks/bench_pivot_12steps.yaml's prover+contrast cell (12 steps, 288 held-out episodes at "
              f"steps 0, 6, 12) at {res['before']} and at {res['after']}, both at once for each seed, "
-             f"threads: {res['threads']} (`python benchmarks/perf.py --sections cell --before {res['before']} "
+             f"threads: {res['threads']} (`python benchmarks/perf.py --sections "
+             f"{'later-cell' if res.get('later_cell') else 'cell'} --before {res['before']} "
              f"--cell-threads {res['threads']}`).", *later_note(res), "",
              "| seed | before s | after s | after / before (wall) | before CPU s | after CPU s | "
              "held-out success before (0, 6, 12) | after (0, 6, 12) |", "|---|---|---|---|---|---|---|---|"]

@@ -257,8 +257,9 @@ def main() -> None:
 
 
 def saved_results() -> dict:
-    """Every saved section, main_job_recipes.py's runs and async_rollout.py's result, where they exist."""
-    results = {s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes")
+    """Every saved section, main_job_recipes.py's runs, sft_levers.py's and async_rollout.py's results, where
+    they exist."""
+    results = {s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes", "sft_levers")
                if (RESULTS / f"{s}.json").is_file()}
     if ASYNC.is_file():
         results["async"] = json.loads(ASYNC.read_text())

@@ -134,8 +134,30 @@ def section_cell(res: dict, later: dict | None = None) -> list[str]:
 
     lines = ["## A bench cell, before and after", "", when(res), "", *table(res)]
     if later:
-        lines += ["", "### A matrix's later cell of a seed", "", when(later), "", *table(later)]
+        lines += ["", "### A matrix's later cell of a seed", "", when(later), "", *table(later), "",
+                  cell_reading(res, later)]
     return lines
+
+
+def cpu_ratio(res: dict) -> float:
+    seeds = res["seeds"].values()
+    return sum(r["after"]["cpu_s"] for r in seeds) / sum(r["before"]["cpu_s"] for r in seeds)
+
+
+def cell_reading(first: dict, res: dict) -> str:
+    """Why half a cell's time is out of reach: its training steps alone are about half of it."""
+    seeds = res["seeds"].values()
+    wall, steps = sum(r["before"]["wall_s"] for r in seeds), sum(r["before"]["step_s"] for r in seeds)
+    return (f"**Reading.** Reading the step-0 evaluation saves its sampling and nothing else: every seed's "
+            f"held-out success is the same to the last episode. The cell's 12 training steps (rollout, ProVer's "
+            f"credit, the learner) took {steps:.0f} s of the before tree's {wall:.0f} s ({steps / wall:.0%}); the "
+            "rest is the three evaluations and start-up. So a cell at half today's time needs the training steps "
+            "themselves faster, not only the evaluations; both are bound by this CPU's arithmetic at one thread "
+            "(the limit section: prefill 46-54% of the peak, the SFT and learner 45-48%). The levers so far took "
+            f"a cell's CPU time to {cpu_ratio(first):.2f}x ({first['before']} to {first['after']}: padding, prefix "
+            f"sharing; the bench already ran at one thread) and then {cpu_ratio(res):.2f}x ({res['before']} to "
+            f"{res['after']}: this cache), about {cpu_ratio(first) * cpu_ratio(res):.2f}x in all, measured at "
+            "different loads.")
 
 
 def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
@@ -165,7 +187,7 @@ def render(results: dict) -> str:
     if "recipes" in results:
         from main_job_recipes import section
 
-        parts += [""] + section(results["recipes"])
+        parts += [""] + section(results["recipes"], results.get("sft_levers"))
     if "async" in results:
         from async_rollout import section as async_section
 

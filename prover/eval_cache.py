@@ -3,8 +3,8 @@ policy with the same settings reads it instead of sampling it again (``eval.cach
 
 Why: every method of a bench seed starts from one shared warm start and evaluates it at step 0 with the
 same sampling seed (``eval_seed``), so a matrix of M methods sampled the same episodes M times for the same
-number; in a 12-step pivot-sim cell that evaluation is about a fifth of the cell's CPU time. The bench sets
-``eval.cache_dir`` for cells that start from a shared warm start (``prover.bench.runner``).
+number; in a 12-step pivot-sim cell that evaluation is a sixth of the cell's CPU time (docs/perf.md). The
+bench sets ``eval.cache_dir`` for cells that start from a shared warm start (``prover.bench.runner``).
 
 The key is the digest of the policy folder's files (``prover.policy.folder_digest``) and every setting that
 reaches an evaluation: the seed, the torch threads it runs on (rounding), the env, ``eval`` (all but ``every`` and
@@ -63,9 +63,10 @@ class EvalCache:
         """The entry for a fresh run's step-0 evaluation, or None when none is kept (see the module)."""
         if not cfg.eval.cache_dir or policy_dir is None or world != 1:
             return None
-        folder = Path(cfg.eval.cache_dir).expanduser()
-        folder.mkdir(parents=True, exist_ok=True)
-        return cls(cfg, policy_dir, folder)
+        try:  # the policy's digest is cached in the folder too
+            return cls(cfg, policy_dir, Path(cfg.eval.cache_dir).expanduser())
+        except OSError:  # written to since preflight checked it (a full disk): sample, as with no cache
+            return None
 
     def read(self) -> dict[str, Any] | None:
         """The kept record, marked ``eval/cached``; None when there is none or it cannot be read (a torn or
@@ -78,5 +79,12 @@ class EvalCache:
             return None
         return {**record, "step": 0, "eval/cached": 1.0}
 
-    def write(self, record: dict[str, Any]) -> None:
-        write_atomic(self.path, json.dumps(record, sort_keys=True))
+    def write(self, record: dict[str, Any]) -> str | None:
+        """Keep ``record``; a folder that cannot be written costs the next run a sampled evaluation, not this
+        run: the reason comes back as one line instead of an error."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, json.dumps(record, sort_keys=True))
+        except OSError as exc:
+            return f"eval.cache_dir: the evaluation was not kept in {str(self.path.parent)!r} ({exc.strerror or exc})"
+        return None

@@ -31,6 +31,8 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 def preflight(cfg: TrainConfig, resume: bool = False) -> None:
     """Every check below, in the order a run would meet the parts."""
     check_run_folder(Path(cfg.run.dir))
+    if cfg.eval.cache_dir:
+        check_run_folder(Path(cfg.eval.cache_dir).expanduser(), "eval.cache_dir")
     check_env(cfg)
     # a resumed run starts from its own checkpoint, unless that holds a LoRA adapter alone
     if cfg.model.path != "tiny" and (not resume or cfg.model.lora.enabled):
@@ -40,16 +42,17 @@ def preflight(cfg: TrainConfig, resume: bool = False) -> None:
     check_trackers(cfg)  # run.report_to: each tracker's library imports
 
 
-def check_run_folder(path: Path) -> None:
-    """The run folder is a folder this process can write, or can be made in one."""
+def check_run_folder(path: Path, setting: str = "run.dir") -> None:
+    """The run folder (or another folder the run writes, named by ``setting``) is a folder this process can
+    write, or can be made in one."""
     if path.exists() and not path.is_dir():
-        raise RunFolderError(f"run.dir {str(path)!r} is a file, not a folder")
+        raise RunFolderError(f"{setting} {str(path)!r} is a file, not a folder")
     existing = next(p for p in (path, *path.absolute().parents) if p.exists())
     if not existing.is_dir():
-        raise RunFolderError(f"run.dir {str(path)!r} cannot be made: {str(existing)!r} is a file")
+        raise RunFolderError(f"{setting} {str(path)!r} cannot be made: {str(existing)!r} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is read-only" if existing == path else f"is under the read-only folder {str(existing)!r}"
-        raise RunFolderError(f"run.dir {str(path)!r} {what}")
+        raise RunFolderError(f"{setting} {str(path)!r} {what}")
 
 
 def check_env(cfg: TrainConfig) -> None:

@@ -185,8 +185,8 @@ class Trainer:
         if record is None:
             with self.report.task(f"eval step {step}", total=self.cfg.rollout.max_turns) as tick:
                 record, _ = evaluate_policy(self.cfg, self.rollout, step, self.ranks, on_turn=lambda *_: tick())
-            if cache:
-                cache.write(record)
+            if cache and (why := cache.write(record)):
+                self.report.note(why)
         if self.ranks.is_main:
             self.run.log(record)
             self.report.eval_line(record)

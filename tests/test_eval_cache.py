@@ -106,3 +106,17 @@ def test_only_a_fresh_single_process_start_is_kept(tmp_path):
     assert EvalCache.of(cfg, tmp_path, world=2) is None
     assert EvalCache.of(cfg, None, world=1) is None  # a resumed run: its policy is a checkpoint's
     assert EvalCache.of(load_config(None, TINY_RUN), tmp_path, world=1) is None
+
+
+def test_a_cache_that_cannot_be_written_costs_a_note_not_the_run(tmp_path, monkeypatch, capsys):
+    import prover.eval_cache
+
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(prover.eval_cache, "write_atomic", full)
+    rows = _train(tmp_path, "a", "steps=0")
+    assert rows[0]["phase"] == "eval" and "eval/cached" not in rows[0]
+    assert "eval.cache_dir: the evaluation was not kept" in capsys.readouterr().out
+    assert not list((tmp_path / "evals").glob("eval-*.json"))
+

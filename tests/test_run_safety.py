@@ -366,6 +366,12 @@ def test_run_folders_that_cannot_be_written_are_one_line(tmp_path, mounted, caps
     assert f"is under the read-only folder '{ro}'" in _one_line(capsys)
     assert main(["train", f"run.dir={ro}", "steps=1"]) == 2
     assert "is read-only" in _one_line(capsys)
+    # the evaluation cache, checked alike before the run folder is made
+    run = tmp_path / "not-made"
+    assert main(["train", f"run.dir={run}", f"eval.cache_dir={ro / 'evals'}", "steps=1"]) == 2
+    assert f"eval.cache_dir '{ro / 'evals'}' is under the read-only folder '{ro}'" in _one_line(capsys)
+    assert main(["train", f"run.dir={run}", f"eval.cache_dir={tmp_path / 'afile'}", "steps=1"]) == 2
+    assert "eval.cache_dir" in _one_line(capsys) and not run.exists()
 
 
 def test_view_into_a_read_only_folder_and_a_non_utf8_config_are_one_line(finished_run, tmp_path, mounted, capsys):
