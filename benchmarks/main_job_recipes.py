@@ -48,6 +48,17 @@ def table(res: dict) -> list[str]:
     return lines
 
 
+def fresh_clone(res: dict) -> list[str]:
+    """The README's command as a new user runs it, timed with ``time``, when it was."""
+    f = res.get("fresh_clone")
+    if f is None:
+        return []
+    return ["", f"On a fresh clone (`../shared/tools/fresh-clone`, commit {f['commit']}, {f['date']}, {f['load']}), "
+            f"`{f['command']}`: install {f['install_s']:.0f} s, `prover train` {f['train_s']:.0f} s (the SFT "
+            f"{f['sft_s']:.0f} s of it), **{f['total_s']:.0f} s** with the venv; held-out {f['eval_before']:.3f} -> "
+            f"{f['eval_after']:.3f}."]
+
+
 def section(res: dict, levers: dict | None = None) -> list[str]:
     """docs/perf.md's section: today's main job on an idle machine, the SFT's rate by lever, the recipes tried
     (``levers``: benchmarks/sft_levers.py's result)."""
@@ -61,7 +72,7 @@ def section(res: dict, levers: dict | None = None) -> list[str]:
             f"kind, with held-out success rising at least 10 points on seed 0. **Not reached.** Today's main job "
             f"(commit {idle['commit']}, seed {idle['seed']}, {idle['load']}) took **{idle['wall_s']:.0f} s** of "
             f"training ({idle['cpu_s']:.0f} CPU s, one thread; held-out {idle['eval_before']:.3f} -> "
-            f"{idle['eval_after']:.3f}) before the install: {phases}.", "",
+            f"{idle['eval_after']:.3f}) before the install: {phases}.", *fresh_clone(res), "",
             f"The SFT's rate ({rate['what']}): {rates}. Two threads help on an idle machine and cost 7.8x on a "
             "busy one (the threads lever above), so the default stays at one.", "",
             "Lighter recipes, tuned on seeds 1 and 2 only (seed 0 untouched), by `python "
