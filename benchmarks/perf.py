@@ -197,21 +197,18 @@ def section_limits(args: argparse.Namespace, keep: Path) -> dict:
     return measure(args.policy)
 
 
-def section_cell(args: argparse.Namespace, keep: Path) -> dict:
+def section_cell(args: argparse.Namespace, keep: Path, later_cell: bool = False) -> dict:
     from cell_speed import measure
 
     if not args.before:
-        raise SystemExit("perf: the cell section times two trees; name the older one with --before REV")
-    return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy)
+        raise SystemExit(f"perf: the {'later-' if later_cell else ''}cell section times two trees; name the older "
+                         "one with --before REV")
+    return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy,
+                   later_cell)
 
 
 def section_later_cell(args: argparse.Namespace, keep: Path) -> dict:
-    from cell_speed import measure
-
-    if not args.before:
-        raise SystemExit("perf: the later-cell section times two trees; name the older one with --before REV")
-    return measure(args.before, [int(s) for s in args.cell_seeds.split(",")], args.cell_threads, args.policy,
-                   later_cell=True)
+    return section_cell(args, keep, later_cell=True)
 
 
 # -- the page --------------------------------------------------------------------------------------------

@@ -69,11 +69,9 @@ def summary(r: dict) -> list[str]:
         lines += limits_summary(r["limits"])
     for key, which in (("cell", "a pivot-sim bench cell"), ("later-cell", "a matrix's later cell of a seed")):
         if key in r:
-            wall = [sum(c[k]["wall_s"] for c in r[key]["seeds"].values()) for k in ("before", "after")]
-            cpu = [sum(c[k]["cpu_s"] for c in r[key]["seeds"].values()) for k in ("before", "after")]
             lines.append(f"| {which}, after {r[key]['after']} / before {r[key]['before']} (threads "
                          f"{r[key]['threads']}, {len(r[key]['seeds'])} seeds side by side): wall time; CPU time | "
-                         f"{wall[1] / wall[0]:.2f}x; {cpu[1] / cpu[0]:.2f}x |")
+                         f"{after_over_before(r[key], 'wall_s'):.2f}x; {after_over_before(r[key], 'cpu_s'):.2f}x |")
     if "async" in r:
         ratios = [x for s in r["async"]["summary"].values() for x in s["async_over_sync_steps_per_hour"]]
         lines.append(f"| asynchronous / synchronous RL steps per hour (rollout.max_off_policy_steps=1) | "
@@ -139,31 +137,32 @@ def section_cell(res: dict, later: dict | None = None) -> list[str]:
     return lines
 
 
-def cpu_ratio(res: dict) -> float:
+def after_over_before(res: dict, seconds: str) -> float:
+    """A cell measurement's ``seconds`` (wall_s or cpu_s), summed over its seeds, after over before."""
     seeds = res["seeds"].values()
-    return sum(r["after"]["cpu_s"] for r in seeds) / sum(r["before"]["cpu_s"] for r in seeds)
+    return sum(r["after"][seconds] for r in seeds) / sum(r["before"][seconds] for r in seeds)
 
 
 def cell_reading(first: dict, res: dict) -> str:
     """Why half a cell's time is out of reach: its training steps alone are about half of it."""
     seeds = res["seeds"].values()
     wall, steps = sum(r["before"]["wall_s"] for r in seeds), sum(r["before"]["step_s"] for r in seeds)
+    first_cpu, cpu = after_over_before(first, "cpu_s"), after_over_before(res, "cpu_s")
     return (f"**Reading.** Reading the step-0 evaluation saves its sampling and nothing else: every seed's "
             f"held-out success is the same to the last episode. The cell's 12 training steps (rollout, ProVer's "
             f"credit, the learner) took {steps:.0f} s of the before tree's {wall:.0f} s ({steps / wall:.0%}); the "
             "rest is the three evaluations and start-up. So a cell at half today's time needs the training steps "
             "themselves faster, not only the evaluations; both are bound by this CPU's arithmetic at one thread "
             "(the limit section: prefill 46-54% of the peak, the SFT and learner 45-48%). The levers so far took "
-            f"a cell's CPU time to {cpu_ratio(first):.2f}x ({first['before']} to {first['after']}: padding, prefix "
-            f"sharing; the bench already ran at one thread) and then {cpu_ratio(res):.2f}x ({res['before']} to "
-            f"{res['after']}: this cache), about {cpu_ratio(first) * cpu_ratio(res):.2f}x in all, measured at "
+            f"a cell's CPU time to {first_cpu:.2f}x ({first['before']} to {first['after']}: padding, prefix "
+            f"sharing; the bench already ran at one thread) and then {cpu:.2f}x ({res['before']} to "
+            f"{res['after']}: this cache), about {first_cpu * cpu:.2f}x in all, measured at "
             "different loads.")
 
 
 def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
     output = f"```text\n{res['output']}\n```" if fenced else res["output"]
     return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", output]
-
 
 
 def render(results: dict) -> str:
