@@ -45,20 +45,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# torch's process group can abort while the launched processes meet (std::terminate in rank 0, before the
-# worker runs a line of the update): seen once in a fresh-clone CI run, not reproduced; such a start is retried
+# torch's process group can abort while the launched processes meet (std::terminate in a rank, before the
+# worker runs a line of the update): seen in fresh-clone CI runs (once on 3d3d54b, twice in a row, in the ddp
+# case, on 449f45b), not reproduced outside them; such a start is retried, on a new port, up to twice
 START_ABORT = "terminate called without an active exception"
+START_RETRIES = 2
 
 
-def _run(cmd: list[str], tmp_path: Path, timeout: float = 600, retry_start_abort: bool = False) -> str:
+def _run(cmd: list[str], tmp_path: Path, timeout: float = 600, start_retries: int = 0) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore",
                HF_HOME=str(tmp_path / "hf"))  # no accelerate config of the user's
     proc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
-    if proc.returncode != 0 and retry_start_abort and START_ABORT in proc.stdout:
+    if proc.returncode != 0 and start_retries > 0 and START_ABORT in proc.stdout:
         port = cmd.index("--main_process_port") + 1
         cmd = [*cmd[:port], str(_free_port()), *cmd[port + 1:]]
-        return _run(cmd, tmp_path, timeout)
+        return _run(cmd, tmp_path, timeout, start_retries - 1)
     assert proc.returncode == 0, proc.stdout[-4000:]
     return proc.stdout
 
@@ -99,7 +101,7 @@ def test_launched_update_matches_one_process(config, processes, backend, one_pro
     out = tmp_path / "out"
     out.mkdir()
     _run(launch + [str(TESTS / "accelerate_config_worker.py"), str(tiny_policy_dir), str(out)], tmp_path,
-         retry_start_abort=True)
+         start_retries=START_RETRIES)
     got = json.loads((out / "update.json").read_text())
     assert (got["distributed_type"], got["processes"]) == (backend, processes)
     if backend == "FSDP":
