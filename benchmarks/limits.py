@@ -98,7 +98,7 @@ def sft_rows(base: Path, episodes: int) -> list:
     from prover.config import TrainConfig
     from prover.modeling import load_tokenizer
     from prover.policy.warmstart import expert_rows
-    from prover.rollout import prompt_budget
+    from prover.turn_prompts import prompt_budget
 
     cfg = TrainConfig()
     return expert_rows(make_env_fn(), load_tokenizer(base), episodes=episodes, seed=0,

@@ -24,7 +24,7 @@ import time
 
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
-from prover.rollout import agent_spec_for, encode_prompt
+from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 
 

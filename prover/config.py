@@ -86,6 +86,14 @@ class RolloutConfig(Section):
     max_env_error_share: float = Field(0.25, ge=0.0, le=1.0, description="An episode whose env raises or breaks "
                                        "its contract ends as failed (rollout/env_errors); past this share of a "
                                        "step's episodes the run stops with one line.")
+    context: Literal["window", "chat"] = Field("window", description="'window': each turn's prompt is rendered "
+                                               "anew from the task and the last history_window (observation, "
+                                               "action) pairs (verl-agent's step-independent prompts). 'chat': the "
+                                               "episode is one growing chat, each turn's completion appended as "
+                                               "generated and the env's reply as the next user message, so each "
+                                               "token is prefilled once (the engine's prefix cache) and the learner "
+                                               "forwards the episode once; a chat that outgrows max_prompt_tokens "
+                                               "ends the episode as truncated (docs/chat.md).")
     max_off_policy_steps: int = Field(0, ge=0, description="k: sample step s+1's batch (up to s+k) in a worker "
                                       "process while the learner updates on step s's, so rows of step s come from "
                                       "the policy of max(start, s-1-k) updates; 0 samples each step after the last "

@@ -57,6 +57,6 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     if cfg.judge.name is not None:
         JUDGES.get(cfg.judge.name).validate_config(cfg)
     from prover.modeling import model_positions  # also checks a model folder: it exists, with a config.json
-    from prover.rollout import prompt_budget
+    from prover.turn_prompts import prompt_budget
 
     prompt_budget(cfg.rollout.max_prompt_tokens, cfg.rollout.sampling.max_new_tokens, model_positions(cfg.model.path))

@@ -57,7 +57,7 @@ def check_run_folder(path: Path, setting: str = "run.dir") -> None:
 
 def check_env(cfg: TrainConfig) -> None:
     from prover.envs import make_env
-    from prover.rollout import agent_spec_for
+    from prover.turn_prompts import agent_spec_for
 
     env = make_env(cfg.env.name, **cfg.env.kwargs)
     try:

@@ -1,21 +1,14 @@
 """Rollout: many episodes in lockstep, one batched ``generate`` per turn across all live episodes.
 
-Each turn's prompt is the task plus the last few (observation, action) pairs, rendered by the env's
-``AgentSpec`` and encoded once through the tokenizer's chat template; the ids the engine saw and
-produced are what the ``Turn`` keeps (nothing is re-tokenized later). Groups share a task seed, so
-their G episodes start from the same state.
-
-Every prompt fits a budget (``prompt_budget``: ``rollout.max_prompt_tokens``, else the model's positions
-less ``max_new_tokens``). The policy, in ``fit_prompt``: the oldest history entries are dropped first,
-then the observation's end is cut, the cut marked in the text; a prompt that still cannot fit ends its
-episode as an env error naming the sizes. Text entering the rollout (observations, the task) is first cut
-to ``CHARS_PER_TOKEN`` characters per budget token, so a huge observation costs neither memory nor
-tokenizer time. All of it is deterministic, so a branch replaying turn t sees the prompt turn t saw.
+With ``rollout.context=window`` each turn's prompt is the task plus the last few (observation, action)
+pairs, rendered by the env's ``AgentSpec`` and encoded once through the tokenizer's chat template; with
+``chat`` the episode is one growing chat (``prover/episode_chat.py``). Either way the ids the engine saw and
+produced are what the ``Turn`` keeps (nothing is re-tokenized later). Groups share a task seed, so their G
+episodes start from the same state. How a prompt fits its budget: ``prover/turn_prompts.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -24,112 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
-from prover.errors import ConfigError, EnvFaultError, ProverError
+from prover.episode_chat import EpisodeChat, chat_budget_reason
+from prover.errors import EnvFaultError, ProverError
 from prover.seeding import derive_seed
-from prover.types import Batch, Generation, Group, ResumePoint, SamplingParams, Trajectory, Turn
+from prover.turn_prompts import agent_spec_for, bounded_text, completion_of, fit_prompt, prompt_budget
+from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
 if TYPE_CHECKING:
     from prover.config import TrainConfig
-
-
-def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
-    """The env's agent spec, with the history window overridden when the config asks."""
-    spec = env.agent_spec
-    return spec if history_window is None else dataclasses.replace(spec, history_window=history_window)
-
-
-def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None) -> list[int]:
-    """Prompt ids: one user message through the chat template, ready for the assistant's answer."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        tokenize=True, **(chat_kwargs or {}))
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
-        ids = ids["input_ids"]
-    return list(ids)
-
-
-MIN_PROMPT_TOKENS = 32  # below this no template of ours holds a task and an observation
-CHARS_PER_TOKEN = 8  # tokenizers average 3-5 characters per token on text; more than this cannot be shown
-
-
-def prompt_budget(max_prompt_tokens: int | None, max_new_tokens: int, positions: int | None) -> int | None:
-    """Most prompt tokens per turn: ``rollout.max_prompt_tokens``, else the model's ``positions`` less
-    ``max_new_tokens`` (None: no bound is known). ConfigError when prompt and completion cannot both fit."""
-    if positions is None:
-        return max_prompt_tokens
-    if max_prompt_tokens is None:
-        if positions - max_new_tokens < MIN_PROMPT_TOKENS:
-            raise ConfigError(f"rollout.sampling.max_new_tokens={max_new_tokens} leaves no room for a prompt in "
-                              f"the model's {positions} positions (a prompt needs {MIN_PROMPT_TOKENS}); lower it")
-        return positions - max_new_tokens
-    if max_prompt_tokens + max_new_tokens > positions:
-        raise ConfigError(f"rollout.max_prompt_tokens={max_prompt_tokens} plus rollout.sampling.max_new_tokens="
-                          f"{max_new_tokens} is {max_prompt_tokens + max_new_tokens} tokens, more than the model's "
-                          f"{positions} positions; lower one of them")
-    return max_prompt_tokens
-
-
-def cut_for_prompt(text: str, keep: int) -> str:
-    """The first ``keep`` characters of ``text`` and a mark saying how much was cut."""
-    return f"{text[:keep]} [... cut to fit the prompt: {keep} of {len(text)} characters shown]"
-
-
-def bounded_text(text: str, budget: int | None) -> str:
-    """``text`` cut to ``CHARS_PER_TOKEN`` characters per budget token, where it enters the rollout."""
-    limit = None if budget is None else CHARS_PER_TOKEN * budget
-    return text if limit is None or len(text) <= limit else cut_for_prompt(text, limit)
-
-
-def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str] | None,
-               history: list[tuple[str, str]], step: int, budget: int | None,
-               chat_kwargs: dict | None = None) -> tuple[list[int] | None, str]:
-    """The prompt ids of one turn within ``budget`` tokens and '', or (None, why none fits): the spec's
-    window, then fewer history entries (oldest out first), then none and the observation's end cut."""
-    def encode(window: int, observation: str) -> list[int]:
-        shown = spec if window == spec.history_window else dataclasses.replace(spec, history_window=window)
-        return encode_prompt(tok, shown.render(task, observation, actions, history, step), chat_kwargs)
-
-    ids = encode(spec.history_window, obs)
-    if budget is None or len(ids) <= budget:
-        return ids, ""
-    for window in range(min(spec.history_window, len(history)) - 1, -1, -1):
-        if len(ids := encode(window, obs)) <= budget:
-            return ids, ""
-    bare = len(encode(0, cut_for_prompt("", 0)))
-    room, obs_ids = budget - bare, tok.encode(obs, add_special_tokens=False)
-    for _ in range(4):  # a cut can merge tokens differently at its edge: shrink by the overshoot
-        if room <= 0:
-            break
-        if len(ids := encode(0, cut_for_prompt(obs, len(tok.decode(obs_ids[:room]))))) <= budget:
-            return ids, ""
-        room -= len(ids) - budget
-    return None, (f"the prompt cannot fit rollout.max_prompt_tokens={budget}: {bare} tokens with no history and "
-                  f"no observation ({len(task)}-character task, {len(actions or [])} admissible actions; the "
-                  f"observation has {len(obs)} characters)")
-
-
-def encode_completion(tokenizer: Any, text: str) -> list[int]:
-    """Completion ids for a known answer (the warm start's targets): its text, then end of turn."""
-    return list(tokenizer.encode(text, add_special_tokens=False)) + [tokenizer.eos_token_id]
-
-
-def completion_of(tokenizer: Any, gen: Generation,
-                  stops: tuple[str, ...] = ()) -> tuple[list[int], list[float], str]:
-    """The ids, log-probs and text a turn keeps of ``gen``. With ``stops`` (the env's ``AgentSpec.stop``)
-    the completion ends just after the first occurrence of the first stop string its text holds: the ids
-    kept are the engine's own, up to the one that completes the string, and the text is cut right after
-    it, so nothing generated past the stop is trained on or parsed."""
-    ids = gen.token_ids[:-1] if gen.finish_reason == "stop" else gen.token_ids  # the end-of-turn id: no text
-    text = tokenizer.decode(ids, skip_special_tokens=False)
-    stop = next((s for s in stops if s in text), None)
-    if stop is None:
-        return list(gen.token_ids), list(gen.logprobs), text
-    lo, hi = 1, len(ids)  # the fewest ids whose text holds the stop (a longer prefix holds it too)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        holds = stop in tokenizer.decode(ids[:mid], skip_special_tokens=False)
-        lo, hi = (lo, mid) if holds else (mid + 1, hi)
-    kept = tokenizer.decode(ids[:lo], skip_special_tokens=False)
-    return list(ids[:lo]), list(gen.logprobs[:lo]), kept[:kept.index(stop) + len(stop)]
 
 
 @dataclass
@@ -141,6 +36,7 @@ class _Episode:
     history: list[tuple[str, str]] = field(default_factory=list)
     done: bool = False
     limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
+    prompt: list[int] | None = None  # chat context: the next turn's prompt, grown by each turn
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
@@ -187,7 +83,8 @@ class Rollout:
 
     def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
                  sampling: SamplingParams, history_window: int | None = None,
-                 chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None) -> None:
+                 chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None,
+                 context: str = "window") -> None:
         self.make_env = make_env
         self.engine = engine
         self.max_turns = max_turns
@@ -195,6 +92,8 @@ class Rollout:
         self.history_window = history_window
         self.chat_kwargs = chat_kwargs or {}
         self.max_prompt_tokens = max_prompt_tokens  # prompt_budget's answer; None: unbounded
+        # "chat": one growing chat per episode (prover/episode_chat.py); "window": a prompt per turn
+        self.chat = EpisodeChat(engine.tokenizer, self.chat_kwargs) if context == "chat" else None
         self.policy_version = 0  # the engine's weights, counted in learner updates; every Turn records it
         self._pool: list[TextEnv] = []
 
@@ -259,9 +158,20 @@ class Rollout:
             history = [(turn.observation, turn.action) for turn in traj.turns[:t]]
             limit = self.max_turns if max_new_turns is None else min(self.max_turns, t + max_new_turns)
             episodes.append(_Episode(env, branch, obs, {"admissible_actions": list(admissible)}, history=history,
-                                     limit=limit))
+                                     limit=limit, prompt=self._chat_at(traj, t, env, obs, admissible)))
         self._play(episodes, seed, record_snapshots, self.sampling, None)
         return [e.traj for e in episodes]
+
+    def _chat_at(self, traj: Trajectory, t: int, env: TextEnv, obs: str,
+                 admissible: tuple[str, ...]) -> list[int] | None:
+        """In a chat context, the prompt turn ``t`` saw (or, past the last turn, the one it would see)."""
+        if self.chat is None or t == 0:
+            return None
+        if t < len(traj.turns):
+            return list(traj.turns[t].prompt_ids)
+        last = traj.turns[-1]
+        return self.chat.next_prompt(last.prompt_ids, last.completion_ids,
+                                     agent_spec_for(env, self.history_window).chat_reply(obs, list(admissible), t))
 
     @staticmethod
     def _branch_point(traj: Trajectory, t: int) -> tuple[str, tuple[str, ...], Any]:
@@ -281,20 +191,37 @@ class Rollout:
         return turn.observation, turn.admissible, turn.snapshot
 
     def _prompts(self, live: list[_Episode]) -> tuple[list[_Episode], list[AgentSpec], list[list[int]]]:
-        """The live episodes whose prompt fits the budget, their specs and prompts; the others end here
-        as env errors, saying why."""
+        """The live episodes whose prompt fits the budget, their specs and prompts; the others end here:
+        as env errors saying why when no first prompt fits, as truncated when a chat outgrows the budget."""
         kept: tuple[list, list, list] = ([], [], [])
         for e in live:
             spec = agent_spec_for(e.env, self.history_window)
-            prompt, problem = fit_prompt(self.engine.tokenizer, spec, e.traj.task_text, e.obs,
-                                         e.info.get("admissible_actions"), e.history, len(e.history),
-                                         self.max_prompt_tokens, self.chat_kwargs)
+            prompt, problem = self._prompt(e, spec)
             if prompt is None:
                 e.done, e.traj.env_error = True, problem
+                continue
+            if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:  # a chat outgrew it
+                e.done, e.traj.truncated = True, True
+                e.traj.truncation = chat_budget_reason(len(prompt), self.max_prompt_tokens)
                 continue
             for part, item in zip(kept, (e, spec, prompt)):
                 part.append(item)
         return kept
+
+    def _prompt(self, e: _Episode, spec: AgentSpec) -> tuple[list[int] | None, str]:
+        """This turn's prompt ids and '', or (None, why no first prompt fits)."""
+        actions = e.info.get("admissible_actions")
+        if self.chat is None:
+            return fit_prompt(self.engine.tokenizer, spec, e.traj.task_text, e.obs, actions, e.history,
+                              len(e.history), self.max_prompt_tokens, self.chat_kwargs)
+        if e.prompt is None:  # turn 0: every later turn's prompt was grown from the one before
+            e.prompt = self.chat.opening(spec.chat_opening(e.traj.task_text, e.obs, actions))
+            if self.max_prompt_tokens is not None and len(e.prompt) > self.max_prompt_tokens:
+                return None, (f"the chat's opening messages take {len(e.prompt)} tokens, more than "
+                              f"rollout.max_prompt_tokens={self.max_prompt_tokens} ({len(e.traj.task_text)}-"
+                              f"character task, {len(actions or [])} admissible actions; the observation has "
+                              f"{len(e.obs)} characters)")
+        return e.prompt, ""
 
     def _play(self, episodes: list[_Episode], seed: int, record_snapshots: bool, sampling: SamplingParams,
               on_turn: Callable[[int, int], None] | None) -> None:
@@ -325,10 +252,14 @@ class Rollout:
                     admissible=tuple(e.info.get("admissible_actions") or ()), policy_version=self.policy_version))
                 e.history.append((e.obs, parsed.action))
                 e.obs, e.info = bounded_text(obs, self.max_prompt_tokens), info
+                if self.chat is not None and not e.done and not (term or trunc):
+                    reply = spec.chat_reply(e.obs, info.get("admissible_actions"), len(e.history))
+                    e.prompt = self.chat.next_prompt(prompt, completion_ids, reply)
                 if term or trunc:
                     e.done = True
                     e.traj.won = bool(info.get("won", False))
                     e.traj.truncated = bool(trunc and not term)
+                    e.traj.truncation = "env" if e.traj.truncated else ""
             if on_turn is not None:
                 on_turn(turn, len(live))
         self._stop(episodes, record_snapshots)
@@ -340,7 +271,7 @@ class Rollout:
             if e.done:
                 continue
             if len(e.history) >= self.max_turns:
-                e.done, e.traj.truncated = True, True
+                e.done, e.traj.truncated, e.traj.truncation = True, True, "max_turns"
             else:  # stopped by a bounded continuation: keep where, to go on from it later
                 e.done = True
                 e.traj.resume = ResumePoint(e.env.snapshot() if record_snapshots else None, e.obs,
@@ -354,7 +285,7 @@ def build_rollout(cfg: TrainConfig, engine: Any, make_env_fn: Any) -> Rollout:
     return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
                    sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
                    history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs,
-                   max_prompt_tokens=budget)
+                   max_prompt_tokens=budget, context=cfg.rollout.context)
 
 
 def engine_counts(engine: Any, phase: str) -> dict[str, float]:

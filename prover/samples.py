@@ -3,7 +3,7 @@
 One JSON object per kept group and step::
 
     {"step": 3, "group": 1, "task_id": ..., "task_text": ...,
-     "trajectories": [{"traj_id", "won", "return", "truncated", "env_error",
+     "trajectories": [{"traj_id", "won", "return", "truncated", "truncation", "env_error",
                        "turns": [{"observation", "completion", "action", "reward", "format_valid",
                                   "action_valid", "advantage"}]}],
      "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale",
@@ -63,7 +63,8 @@ def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[
                       "advantage": _mean(adv.values[gi][i][k]) if with_adv else None}
                      for k, t in enumerate(tr.turns)]
             trajs.append({"traj_id": tr.traj_id, "won": bool(tr.won), "return": tr.env_return,
-                          "truncated": bool(tr.truncated), "env_error": tr.env_error, "turns": turns})
+                          "truncated": bool(tr.truncated),
+                          "truncation": tr.truncation, "env_error": tr.env_error, "turns": turns})
         mine = [s for s in adv.segments if s.group == gi]
         segments = [{"traj_id": s.segment.traj_id, "start_turn": s.segment.start_turn,
                      "end_turn": s.segment.end_turn, "delta": s.delta, "accepted": s.accepted,

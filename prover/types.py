@@ -88,7 +88,10 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     gold: str = ""  # env.gold() at reset: privileged reference for critics, never in a prompt
     won: bool = False
-    truncated: bool = False  # ended by the turn cap, not by the env
+    truncated: bool = False  # ended unfinished: by the turn cap, by the env's time limit, or by a full context
+    # why it was truncated: "max_turns", "env" (the env's own truncation), or "context: ..." (a chat context
+    # that outgrew rollout.max_prompt_tokens, in one line); "" when not truncated
+    truncation: str = ""
     resume: ResumePoint | None = None  # set when a bounded continuation stopped before the episode ended
     env_error: str = ""  # one line: why the env ended this episode by failing (it raised or broke its contract)
 

@@ -16,7 +16,7 @@ from conftest import TINY_RUN
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.alfworld_sim.env import AlfworldSimEnv
 from prover.errors import ConfigError
-from prover.rollout import CHARS_PER_TOKEN, bounded_text, fit_prompt, prompt_budget
+from prover.turn_prompts import CHARS_PER_TOKEN, bounded_text, fit_prompt, prompt_budget
 
 MEGABYTE_OBSERVATION = "you see a cabinet 1, a drawer 2 and a countertop 3. " * 20_000  # 1.04 MB
 

@@ -10,7 +10,8 @@ import pytest
 from prover.engines.hf import HFEngine
 from prover.envs import check_env, make_env
 from prover.registry import ENVS
-from prover.rollout import Rollout, agent_spec_for, encode_prompt
+from prover.rollout import Rollout
+from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 
 

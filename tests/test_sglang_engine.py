@@ -22,7 +22,7 @@ from prover.config import LearnerConfig
 from prover.engines.hf import HFEngine
 from prover.engines.sglang import SGLangEngine, parse_generation, request_seed, sampling_params
 from prover.errors import ConfigError, EngineError
-from prover.rollout import agent_spec_for, encode_prompt
+from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 from sglang_server import SGLangTestServer
 

@@ -4,6 +4,11 @@ This is data that lives with the env (``TextEnv.agent_spec``) so that an embedde
 benchmark it stands in for build identical prompts and parse identical actions. The per-turn prompt
 is the task plus the last ``history_window`` (observation, action) pairs, as in verl-agent's
 "step-independent" rollout: prompts stay bounded on long episodes and restarting from turn t is exact.
+
+With ``rollout.context=chat`` the episode is one growing chat instead (``prover/episode_chat.py``): the
+opening messages (``system_prompt`` when set, then ``first_template`` with the task and first observation),
+then each turn's completion as the assistant message and ``reply_template`` (the env's answer and the
+admissible actions) as the next user message. ``history_window`` plays no part there: the chat is the history.
 """
 
 from __future__ import annotations
@@ -44,6 +49,21 @@ class AgentSpec:
     # Stop strings in order of precedence: the rollout cuts each completion just after the first
     # occurrence of the first listed string it holds (Search-R1's "</search>", then "</answer>").
     stop: tuple[str, ...] = ()
+    # Chat context only: a system message before the first user message ("" for none, so the chat
+    # template's own default, if it has one, stays), and the user message that follows each turn.
+    system_prompt: str = ""
+    reply_template: str = "Observation: {observation}\nActions: {actions}"
+
+    def chat_opening(self, task: str, observation: str, actions: list[str] | None) -> list[dict[str, str]]:
+        """The messages a chat episode starts with: the system prompt (when set), then the first prompt."""
+        first = {"role": "user", "content": self.render(task, observation, actions, [], 0)}
+        return ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [first]
+
+    def chat_reply(self, observation: str, actions: list[str] | None, step: int) -> dict[str, str]:
+        """The user message with the env's answer after turn ``step - 1``: what turn ``step`` sees."""
+        shown = [a for a in (actions or []) if a not in self.hidden_actions]
+        return {"role": "user", "content": self.reply_template.format(
+            observation=observation, actions=self.action_separator.join(shown), step=step + 1)}
 
     def render(self, task: str, observation: str, actions: list[str] | None,
                history: list[tuple[str, str]], step: int) -> str:

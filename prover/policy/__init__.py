@@ -74,7 +74,8 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
                         cfg.learner.micro_batch_rows, cfg.learner.grad_clip, cfg.rollout.max_turns,
                         cfg.rollout.history_window,
                         # only when set, so that the warm starts built before the bound existed keep their names
-                        *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []))
+                        *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []),
+                        *(["chat"] if cfg.rollout.context == "chat" else []))
 
 
 def build_once(target: Path, build: Callable[[Path], None]) -> Path:
@@ -117,7 +118,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
     from prover.learner import Learner
     from prover.modeling import model_positions
     from prover.policy.warmstart import expert_rows
-    from prover.rollout import prompt_budget
+    from prover.turn_prompts import prompt_budget
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
@@ -125,7 +126,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
     with report.task(f"warm start: {ws.episodes} expert episodes", total=ws.episodes) as tick:
         rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                            seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
-                           chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick,
+                           chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick, context=cfg.rollout.context,
                            max_prompt_tokens=prompt_budget(cfg.rollout.max_prompt_tokens,
                                                            cfg.rollout.sampling.max_new_tokens, model_positions(base)))
     n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)

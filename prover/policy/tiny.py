@@ -30,7 +30,7 @@ def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
     """Prompts and completions of episodes that mix expert and random actions, on the train split, played
     on the env's ``corpus_env()`` when it names a faster one with the same text. Text is cut as the
     rollout cuts it (``bounded_text`` at the tiny model's positions), so a huge observation stays small."""
-    from prover.rollout import agent_spec_for, bounded_text
+    from prover.turn_prompts import agent_spec_for, bounded_text
 
     rng = random.Random(seed)
     env = make_env()
