@@ -78,6 +78,7 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
         "rollout/mixed_groups": float(np.mean([0 < g.n_won < len(g.trajectories) for g in batch.groups])),
         "rollout/group_size": float(np.mean([len(g.trajectories) for g in batch.groups])),
         "cost/rollout_tokens": float(sum(t.n_tokens for t in turns)),
+        "cost/rollout_unique_tokens": float(sum(t.unique_tokens for t in trajs)),
         "rollout/env_errors": float(sum(bool(t.env_error) for t in trajs)),
     }
 

@@ -107,6 +107,18 @@ class Trajectory:
     def n_tokens(self) -> int:
         return sum(t.n_tokens for t in self.turns)
 
+    @property
+    def unique_tokens(self) -> int:
+        """The episode's tokens counted once: each turn's prompt and completion less the prefix they share
+        with the turn before's (in a chat context all of it, so this is the chat's length; with windowed
+        prompts, little more than the chat template's header)."""
+        total, before = 0, []
+        for turn in self.turns:
+            seq = turn.prompt_ids + turn.completion_ids
+            shared = next((k for k, (a, b) in enumerate(zip(before, seq)) if a != b), min(len(before), len(seq)))
+            total, before = total + len(seq) - shared, seq
+        return total
+
 
 @dataclass
 class Group:

@@ -3,8 +3,9 @@ well formed against the chat template's own rendering, bounded, and exact under 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from test_rollout import build_or_skip, one_name_per_env
 
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
@@ -13,6 +14,7 @@ from prover.errors import ConfigError
 from prover.rollout import Rollout
 from prover.turn_prompts import agent_spec_for
 from prover.types import SamplingParams
+from test_rollout import build_or_skip, one_name_per_env
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +164,7 @@ def test_warm_start_rows_grow_as_the_rollouts_chat(tiny_policy_dir):
     tok = HFEngine(tiny_policy_dir).tokenizer
     rows = expert_rows(lambda: make_env("pivot-sim"), tok, episodes=2, random_share=0.0, seed=0, max_turns=6,
                        context="chat")
-    grown = [(a, b) for a, b in zip(rows, rows[1:]) if len(b[0]) > len(a[0])]
+    grown = [(a, b) for a, b in itertools.pairwise(rows) if len(b[0]) > len(a[0])]
     assert len(grown) >= 3
     for (prompt, completion), (nxt, _) in grown:
         assert nxt[:len(prompt) + len(completion)] == prompt + completion
