@@ -58,6 +58,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from prover.config import engine_dtype
 from prover.errors import ConfigError, ProverError, WorkerError
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
@@ -310,7 +311,7 @@ def serve(spec: WorkerSpec, pipe: Pipe) -> None:
     rollout = None
     try:
         cfg = spec.config
-        engine = spec.engine_cls(spec.policy_dir, dtype=cfg.model.dtype, **cfg.engine.kwargs)
+        engine = spec.engine_cls(spec.policy_dir, dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
         rollout = build_rollout(cfg, engine, EnvFactory(spec.env_cls, dict(cfg.env.kwargs)))
         rollout.policy_version = spec.version
         while (message := pipe.incoming.get()) is not None and message != Pipe.EOF:

@@ -107,6 +107,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from prover.config import engine_dtype
     from prover.engines import make_engine
     from prover.envs import make_env
     from prover.lora import is_adapter_checkpoint, merged_policy
@@ -120,7 +121,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if is_adapter_checkpoint(model):  # a LoRA run's checkpoint: its base with the adapter merged in
         model = merged_policy(cfg, Path(model), Reporter())
     apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
-    engine = make_engine(cfg.engine.name, str(model), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+    engine = make_engine(cfg.engine.name, str(model), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
     rollout = None
     try:
         rollout = build_rollout(cfg, engine, lambda: make_env(cfg.env.name, **cfg.env.kwargs))

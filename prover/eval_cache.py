@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prover.config import TrainConfig
+from prover.config import TrainConfig, engine_dtype
 from prover.policy import DIGESTS_FILE, folder_digest
 from prover.run import write_atomic
 
@@ -47,7 +47,7 @@ def eval_key(cfg: TrainConfig, policy_dir: Path, digests: Path) -> str:
         "env": tree["env"], "engine": tree["engine"],
         "eval": {k: v for k, v in tree["eval"].items() if k not in ("every", "cache_dir")},
         "rollout": {k: v for k, v in tree["rollout"].items() if k not in NOT_EVAL_ROLLOUT},
-        "model": {"dtype": cfg.model.dtype, "chat_template_kwargs": tree["model"]["chat_template_kwargs"]},
+        "model": {"dtype": engine_dtype(cfg.model), "chat_template_kwargs": tree["model"]["chat_template_kwargs"]},
     }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 

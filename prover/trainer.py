@@ -18,7 +18,7 @@ import numpy as np
 
 from prover.async_rollout import make_batches
 from prover.branching import Brancher
-from prover.config import TrainConfig
+from prover.config import TrainConfig, engine_dtype
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
 from prover.engines import make_engine
@@ -163,7 +163,7 @@ class Trainer:
         if ckpt and self.ranks.is_main:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
-        self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=cfg.model.dtype, **cfg.engine.kwargs)
+        self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         if ckpt and lora:  # the engine holds the base; the resumed adapter reaches it merged
             self.engine.update_weights(self.learner)

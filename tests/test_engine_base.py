@@ -46,7 +46,8 @@ def test_engine_kwargs_are_checked_against_the_constructor() -> None:
     assert SignatureEngine.validate_kwargs({"width": 4}).width == 4
     with pytest.raises(ConfigError, match=r"unknown config field 'engine.kwargs.widht' for engine 'sig'"):
         SignatureEngine.validate_kwargs({"widht": 4})
-    with pytest.raises(ConfigError, match="engine.kwargs.dtype is set by the run; use model.dtype instead"):
+    with pytest.raises(ConfigError,
+                       match="engine.kwargs.dtype is set by the run; use model.engine_dtype or model.dtype instead"):
         SignatureEngine.validate_kwargs({"dtype": "float16"})
 
 

@@ -25,7 +25,7 @@ from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, JUDGES
 # -- engine.kwargs of the hf engine ------------------------------------------------------------------
 BAD_HF_KWARGS = {"engine.kwargs.batch_sise=4": "unknown config field 'engine.kwargs.batch_sise'",
                  "engine.kwargs.batch_size=many": "config field 'engine.kwargs.batch_size'",
-                 "engine.kwargs.dtype=float16": "use model.dtype"}
+                 "engine.kwargs.dtype=float16": "use model.engine_dtype or model.dtype"}
 
 
 def test_hf_engine_kwargs_are_checked_against_its_constructor_when_the_config_loads():

@@ -13,7 +13,7 @@ ids with their log-probs back; nothing is re-tokenized. After each learner updat
 ``tokenizer``
     The policy's tokenizer (a ``transformers`` tokenizer with a chat template).
 
-The run builds an engine as ``Engine(model_path, dtype=model.dtype, **engine.kwargs)``. What every
+The run builds an engine as ``Engine(model_path, dtype=model.engine_dtype or model.dtype, **engine.kwargs)``. What every
 engine has from this base: its settings (``engine.kwargs``) under the one rule of every plugin kind
 (``prover.plugin_config.Configurable``: ``Config``, derived from the constructor unless declared, checked
 by ``validate_kwargs`` when the config loads), ``take_counts`` (no counts) and ``close`` (nothing to
@@ -42,8 +42,8 @@ class Engine(Configurable):
     # engines over shared servers, where one push changes what every copy samples
     own_weights: ClassVar[bool] = False
     name: ClassVar[str] = ""  # how config errors name the engine; the class name when empty
-    # set by the run from model.path / model.dtype, never through engine.kwargs
-    RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.dtype"}
+    # set by the run from model.path / model.engine_dtype (else model.dtype), never through engine.kwargs
+    RUN_ARGS: ClassVar[dict[str, str]] = {"model_path": "model.path", "dtype": "model.engine_dtype or model.dtype"}
 
     @classmethod
     def validate_kwargs(cls, kwargs: dict[str, Any]) -> Any:
