@@ -152,3 +152,20 @@ def test_the_check_catches_names_sglang_would_drop(tiny_policy_dir, tmp_path):
     loaded = sglang_targets(spec, without_z, params, True)[0]
     assert loaded["layers.0.linear_attn.in_proj_qkvz.weight"] == {(0, 1, 2)} != expected_shards(
         spec, "layers.0.linear_attn.in_proj_qkvz.weight")
+
+
+def test_serve_refuses_a_qwen35_folder_sglang_cannot_lay_out(tiny_policy_dir, tmp_path):
+    """transformers saves layer_types, SGLang 0.5.23 reads full_attention_interval: a folder prover saved
+    is refused by `prover serve` with the line to add, and served once it is there."""
+    from prover.errors import ConfigError
+    from prover.serve import _model_dir
+
+    sent_names("qwen3_5_text", tiny_policy_dir, tmp_path / "m", True)
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert "full_attention_interval" not in config and config["layer_types"][:2] == ["linear_attention",
+                                                                                     "full_attention"]
+    with pytest.raises(ConfigError, match='add "full_attention_interval": 2 to it') as err:
+        _model_dir(str(tmp_path / "m"), "--model")
+    assert "\n" not in str(err.value)
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "full_attention_interval": 2}))
+    assert _model_dir(str(tmp_path / "m"), "--model") == (tmp_path / "m").resolve()
