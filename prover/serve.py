@@ -23,6 +23,7 @@ written: commands show ``"$PROVER_SGLANG_API_KEY"`` in its place, and it is blan
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -121,7 +122,29 @@ def _model_dir(path: str, flag: str) -> Path:
         raise ConfigError(f"{flag} {path!r}: no such folder (give a local Hugging Face checkpoint folder)")
     if not (p / "config.json").is_file():
         raise ConfigError(f"{flag} {path!r} has no config.json; it is not a Hugging Face checkpoint folder")
+    _check_layer_layout(p / "config.json", flag)
     return p.resolve()
+
+
+def _check_layer_layout(config_json: Path, flag: str) -> None:
+    """A Qwen3.5 text model needs ``full_attention_interval`` in its config.json: SGLang 0.5.23 lays out its
+    layers by it alone (its own Qwen3_5TextConfig, srt/configs/qwen3_next.py:260-269), while transformers 5
+    saves ``layer_types`` only, so a folder prover wrote lacks it and the server would fail to start."""
+    try:
+        cfg = json.loads(config_json.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{flag}: {config_json} is not readable JSON ({exc})") from exc
+    if not isinstance(cfg, dict) or cfg.get("model_type") != "qwen3_5_text" or "full_attention_interval" in cfg:
+        return
+    kinds = cfg.get("layer_types") or []
+    full = [i for i, k in enumerate(kinds) if k == "full_attention"]
+    every = full[0] + 1 if full else None
+    if every and kinds == ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(len(kinds))]:
+        fix = f'add "full_attention_interval": {every} to it (what its layer_types say)'
+    else:
+        fix = "SGLang 0.5.23 serves only layouts with a full-attention layer every N layers"
+    raise ConfigError(f"{flag}: {config_json} has no full_attention_interval, by which SGLang lays out a Qwen3.5 "
+                      f"model's layers; {fix}")
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -308,6 +331,7 @@ def serve(args: argparse.Namespace) -> int:
         for s in servers:
             print(s.shown(python))
         print("prover train " + " ".join(train_overrides(servers)))
+        _dp_note(args.dp)
         return 0
     running = None
     # Ctrl-C and SIGTERM (a job scheduler, a script's trap) both stop the servers; a shell starts
@@ -323,6 +347,7 @@ def serve(args: argparse.Namespace) -> int:
         for s, proc, log in running.items:
             print(f"{s.name} is up at {s.url} (pid {proc.pid}, log {log})")
         print("train with:\n  prover train " + " ".join(train_overrides(servers)), flush=True)
+        _dp_note(args.dp)
         print("Ctrl-C stops the servers.", flush=True)
         while True:
             running.check_alive()
@@ -333,6 +358,12 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         if running is not None:
             running.stop()
+
+
+def _dp_note(dp: int) -> None:
+    if dp > 1:  # tokenizer_control_mixin.py:451-453 in 0.5.23; the engine refuses the combination at start too
+        print(f"note: with --dp {dp} keep engine.kwargs.sync=disk; SGLang takes a broadcast weight update "
+              "(sync=distributed) only with --dp 1", file=sys.stderr, flush=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -11,9 +11,28 @@ and log-probs are genuine, and it follows SGLang's rules field by field where pr
   the input, one ``input_token_logprobs`` entry per token from position L.
 - ``meta_info.cached_tokens`` comes from a real prefix cache: a token trie of every prompt and output
   served (SGLang's radix cache), matched on all but the last input token, emptied by ``/flush_cache``.
-- ``/update_weights_from_disk``, ``/get_weights_by_name``, ``/init_weights_update_group`` and
-  ``/update_weights_from_distributed`` (tensors received by broadcast over the group, in ``names``
-  order) change or read the live model.
+- ``/update_weights_from_disk``, ``/get_weights_by_name``, ``/init_weights_update_group``,
+  ``/begin_weight_update``, ``/update_weights_from_distributed`` (tensors received by broadcast over the
+  group, in ``names`` order) and ``/end_weight_update`` change or read the live model.
+
+Where SGLang 0.5.23 refuses, so does this server; each rule cites the file:line of the 0.5.23 wheel it
+copies (``pip download sglang==0.5.23 --no-deps``, sha256 00b3cd5b...9937, paths under ``sglang/``):
+
+- ``/update_weights_from_distributed`` outside a ``/begin_weight_update`` .. ``/end_weight_update``
+  session answers 400 without receiving anything (srt/managers/scheduler_components/weight_updater.py:
+  187-199; the session: 99, 309-335), so a trainer that broadcasts anyway is left waiting.
+- ``input_token_logprobs`` starts with ``None``: the log-prob of the token at ``logprob_start_len`` is never
+  computed (logprob_result_processor.py:35-38; schedule_batch.py:3005-3031 shifts the targets by one).
+- ``/get_weights_by_name`` answers 400 "Get parameter by name failed" for model classes without a
+  ``get_weights_by_name`` method, Qwen3 and Qwen3.5 among them (weight_exporter.py:169-188,
+  http_server.py:1559-1570; the classes that have one: llama.py:819, granite.py:476, opt.py:525,
+  exaone4.py:628); ``weights_readable=True`` plays a server of such a class.
+- ``/flush_cache`` answers 400 "Flush cache failed." while any request is running or queued
+  (scheduler.py:5518-5547, http_server.py:1025-1040), and a weight update whose flush is so refused
+  answers 400 although the weights were loaded (weight_updater.py:120-131); ``busy_for(s)`` plays requests
+  that still run on the server after their client gave up.
+- ``/init_weights_update_group`` and ``/update_weights_from_distributed`` on a server with ``dp_size > 1``
+  fail an assertion, a 500 (tokenizer_control_mixin.py:451-453, 509-511).
 
 Faults for tests (``server.faults`` in process, or ``POST /_faults`` to a subprocess): die after N
 generate requests or after N weight updates (the connection is closed unanswered and the port stops
@@ -82,22 +101,40 @@ class TokenTrie:
         return n
 
 
+UNFLUSHED = ("Weights were updated, but the cache was not flushed because requests are still running or "
+             "queued. Retract or finish them, then call /flush_cache.")  # weight_updater.py:127-131
+
+
 class BadRequest(Exception):
     pass
 
 
+# model types whose SGLang 0.5.23 class defines get_weights_by_name (see the module docstring)
+READABLE_MODEL_TYPES = {"llama", "granite", "opt", "exaone4"}
+
+
 class SGLangTestServer:
-    def __init__(self, model_dir: str, port: int = 0, api_key: str | None = None) -> None:
+    def __init__(self, model_dir: str, port: int = 0, api_key: str | None = None,
+                 weights_readable: bool | None = None, dp_size: int = 1) -> None:
+        """``weights_readable``: whether ``/get_weights_by_name`` works; None: as 0.5.23 does for this
+        model's class. ``dp_size``: what ``/get_server_info`` reports (data-parallel replicas)."""
         from prover.modeling import load_model, load_tokenizer
 
         self.model_path = str(model_dir)
         self.api_key = api_key
+        self.dp_size = dp_size
         self.authorizations: list[str | None] = []  # the Authorization header of every request, in order
         with LOAD_LOCK:
             self.model = load_model(model_dir).eval()
         # transformers 5 renamed the KV-cache argument and output from past_key_values to cache
         self.cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.tokenizer = load_tokenizer(model_dir)
+        self.weights_readable = (self.model.config.model_type in READABLE_MODEL_TYPES
+                                 if weights_readable is None else weights_readable)
+        # a /begin_weight_update session is open (weight_updater.py:99, 309-335)
+        self.session_open = self.loaded_in_session = False
+        self.running = 0  # /generate calls being served
+        self.busy_until = 0.0  # time.monotonic() before which requests are still running or queued
         self.faults = Faults()
         self.cache = TokenTrie()
         self.lock = threading.Lock()  # one model call at a time
@@ -157,7 +194,8 @@ class SGLangTestServer:
                   "/generate": self._generate, "/flush_cache": self._flush, "/_faults": self._set_faults,
                   "/update_weights_from_disk": self._from_disk, "/get_weights_by_name": self._weights_by_name,
                   "/init_weights_update_group": self._init_group,
-                  "/update_weights_from_distributed": self._from_distributed}
+                  "/update_weights_from_distributed": self._from_distributed,
+                  "/begin_weight_update": self._begin, "/end_weight_update": self._end}
         if path not in routes:
             return self._send(h, 404, {"detail": "Not Found"})
         try:
@@ -193,7 +231,16 @@ class SGLangTestServer:
                      "weight_version": self.weight_version}
 
     def _server_info(self, h: Any, body: Any) -> tuple[int, Any]:
-        return 200, {"model_path": self.model_path, "tp_size": 1, "dp_size": 1, "version": "prover-test"}
+        # the resolved server args, flat (server_args.py:551, utils/common.py:3584-3593)
+        return 200, {"model_path": self.model_path, "tp_size": 1, "dp_size": self.dp_size, "version": "prover-test"}
+
+    def busy_for(self, seconds: float) -> None:
+        """Requests keep running or waiting on the server for ``seconds`` from now."""
+        self.busy_until = time.monotonic() + seconds
+
+    def _idle(self) -> bool:
+        """Scheduler.is_fully_idle: nothing running, nothing queued (scheduler.py:5337, 5520)."""
+        return self.running == 0 and time.monotonic() >= self.busy_until
 
     def _set_faults(self, h: Any, body: dict) -> tuple[int, Any]:
         for k, v in body.items():
@@ -201,8 +248,18 @@ class SGLangTestServer:
         return 200, {"success": True}
 
     def _flush(self, h: Any, body: Any) -> tuple[int, Any]:
+        if not self._idle():  # scheduler.py:5541-5547: success=False, empty message; http_server.py:1034-1040
+            return 400, "Flush cache failed.\n"
         self.cache = TokenTrie()
         return 200, "Cache flushed.\nPlease check backend logs for more details.\n"
+
+    def _flush_after_update(self, body: dict) -> bool:
+        """weight_updater.py:120-131: an update that asks for a flush fails when the flush is refused."""
+        if body.get("flush_cache", True) and not self._idle():
+            return False
+        if body.get("flush_cache", True):
+            self.cache = TokenTrie()
+        return True
 
     # -- generation ------------------------------------------------------------------------------
     def _generate(self, h: Any, body: dict) -> tuple[int | None, Any]:
@@ -211,6 +268,14 @@ class SGLangTestServer:
                 (f.die_after_syncs is not None and self.syncs >= f.die_after_syncs):
             return self._die(h)
         self.generates += 1
+        self.running += 1
+        try:
+            return self._generate_running(body)
+        finally:
+            self.running -= 1
+
+    def _generate_running(self, body: dict) -> tuple[int | None, Any]:
+        f = self.faults
         time.sleep(f.delay_s)
         if f.statuses:
             code = f.statuses.pop(0)
@@ -257,7 +322,9 @@ class SGLangTestServer:
         meta: dict[str, Any] = {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "cached_tokens": cached}
         if want_lp and start >= 0:
             lp = torch.log_softmax(out.logits[0, :-1].float() / scale, dim=-1)
-            meta["input_token_logprobs"] = [[None if i == 0 else float(lp[i - 1, prompt[i]]), prompt[i], None]
+            # [None] + the rest: the hidden state at position i scores token i + 1, and the one before
+            # ``start`` is not computed (logprob_result_processor.py:35-38, schedule_batch.py:3005-3031)
+            meta["input_token_logprobs"] = [[None if i == start else float(lp[i - 1, prompt[i]]), prompt[i], None]
                                             for i in range(start, len(prompt))]
         ids, lps, finish = [], [], {"type": "length", "length": 0}
         past, logits = getattr(out, self.cache_arg), out.logits[0, -1].float()
@@ -287,7 +354,6 @@ class SGLangTestServer:
     def _updated(self, version: Any) -> None:
         self.syncs += 1
         self.weight_version = str(version) if version is not None else self.weight_version
-        self.cache = TokenTrie()
 
     def _from_disk(self, h: Any, body: dict) -> tuple[int, Any]:
         from prover.modeling import load_model
@@ -304,17 +370,23 @@ class SGLangTestServer:
         except Exception as exc:  # noqa: BLE001 - like sglang, any failure is a 400 answer
             return 400, {"success": False, "message": f"Failed to update weights: {exc}", "num_paused_requests": 0}
         self._updated(body.get("weight_version"))
+        if not self._flush_after_update(body):  # loaded, but the flush was refused (weight_updater.py:125-131)
+            return 400, {"success": False, "message": UNFLUSHED, "num_paused_requests": 0}
         return 200, {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
 
     def _weights_by_name(self, h: Any, body: dict) -> tuple[int, Any]:
         state = self.model.state_dict()
-        if body.get("name") not in state:
+        # weight_exporter.py:181-188 returns None for a class without get_weights_by_name, or a name it lacks;
+        # http_server.py:1567-1568 answers that with _create_error_response (2246-2250)
+        if not self.weights_readable or body.get("name") not in state:
             return 400, {"error": {"message": "Get parameter by name failed"}}
         return 200, state[body["name"]][:int(body.get("truncate_size", 100))].float().tolist()
 
     def _init_group(self, h: Any, body: dict) -> tuple[int, Any]:
         from prover.engines.sglang_sync import join_weight_group
 
+        if self.dp_size != 1:  # an AssertionError in the handler: FastAPI's plain 500
+            return 500, "Internal Server Error"
         try:
             self.groups[body.get("group_name", "weight_update_group")] = join_weight_group(
                 body["master_address"], int(body["master_port"]), int(body["world_size"]), int(body["rank_offset"]),
@@ -326,6 +398,11 @@ class SGLangTestServer:
     def _from_distributed(self, h: Any, body: dict) -> tuple[int, Any]:
         import torch.distributed as dist
 
+        if self.dp_size != 1:
+            return 500, "Internal Server Error"
+        if not self.session_open:  # weight_updater.py:193-199: refused before any tensor is received
+            return 400, {"success": False, "message": "update_weights_from_distributed must run between "
+                         "begin_weight_update() and end_weight_update()"}
         group = self.groups.get(body.get("group_name", "weight_update_group"))
         if group is None or self.faults.fail_sync:
             return 400, {"success": False, "message": "Failed to update parameter online: no such group"
@@ -339,9 +416,28 @@ class SGLangTestServer:
             state = self.model.state_dict()
             for name, t in received:
                 state[name].copy_(t)
-        if body.get("flush_cache", True):
-            self._updated(body.get("weight_version"))
+        self.loaded_in_session = True
+        if body.get("weight_version") is not None:
+            self.weight_version = str(body["weight_version"])
+        if not self._flush_after_update(body):
+            return 400, {"success": False, "message": UNFLUSHED}
         return 200, {"success": True, "message": "Succeeded to update parameter online."}
+
+    def _begin(self, h: Any, body: dict) -> tuple[int, Any]:
+        if self.session_open:  # weight_updater.py:311-316
+            return 400, {"success": False, "message": "a weight-update session is already open; "
+                         "call end_weight_update() first"}
+        self.session_open, self.loaded_in_session = True, False
+        return 200, {"success": True, "message": "Success"}
+
+    def _end(self, h: Any, body: dict) -> tuple[int, Any]:
+        if not self.session_open:  # weight_updater.py:325-329
+            return 400, {"success": False, "message": "no weight-update session is open; "
+                         "call begin_weight_update() first"}
+        self.session_open = False
+        if self.loaded_in_session:  # one weight update per session, as a disk update is one
+            self._updated(None)
+        return 200, {"success": True, "message": "Success"}
 
 
 def _filtered(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -362,8 +458,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("model_dir")
     ap.add_argument("port", nargs="?", type=int, default=0)
     ap.add_argument("--api-key")
+    ap.add_argument("--weights-readable", action="store_true", help="answer /get_weights_by_name (a Llama class)")
     args = ap.parse_args(argv)
-    server = SGLangTestServer(args.model_dir, args.port, args.api_key)
+    server = SGLangTestServer(args.model_dir, args.port, args.api_key, args.weights_readable or None)
     server.thread.start()
     print(f"ready {server.url}", flush=True)
     server.thread.join()

@@ -223,7 +223,7 @@ def test_the_sglang_engine_pushes_merged_weights_with_the_base_names(tiny_policy
     randomize_adapters(learner, seed=1)
     base = plain_state(tiny_policy_dir)
     want = by_hand(base, adapters(learner.unwrapped()))
-    with SGLangTestServer(str(tiny_policy_dir)) as server:
+    with SGLangTestServer(str(tiny_policy_dir), weights_readable=True) as server:  # check_weights reads back
         engine = SGLangEngine(str(tiny_policy_dir), urls=[server.url], retries=2, retry_backoff_s=0.01,
                               check_weights=True)
         engine.update_weights(learner)

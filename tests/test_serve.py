@@ -131,11 +131,12 @@ def test_dry_run_prints_the_commands_and_the_train_overrides(model_dir, tmp_path
 
 
 def test_tensor_and_data_parallel_servers(model_dir, capsys):
-    rc, out, _ = run_cli(["serve", "--model", str(model_dir), "--gpus", "0,1,2,3", "--tp", "2", "--dp", "2",
-                          "--port", str(free_port()), "--python", "py", "--dry-run"], capsys)
+    rc, out, err = run_cli(["serve", "--model", str(model_dir), "--gpus", "0,1,2,3", "--tp", "2", "--dp", "2",
+                            "--port", str(free_port()), "--python", "py", "--dry-run"], capsys)
     [server, _train] = out.strip().splitlines()  # --python: no venv commands; 4 GPUs = one tp2 x dp2 server
     assert server.startswith("py -m sglang.launch_server") and "--tp-size 2 --dp-size 2" in server
     assert "--base-gpu-id 0" in server and rc == 0
+    assert "keep engine.kwargs.sync=disk" in err  # SGLang takes no broadcast update with dp_size > 1
 
 
 @pytest.mark.parametrize("case", ["missing", "no_config", "port", "gpus", "split", "judge_port", "key_arg"])

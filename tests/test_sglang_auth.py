@@ -63,7 +63,7 @@ def test_with_the_key_every_request_carries_it_and_weights_update(tiny_policy_di
     from prover.learner import Learner
 
     monkeypatch.setenv(API_KEY_ENV, KEY)
-    with SGLangTestServer(str(tiny_policy_dir), api_key=KEY) as srv:
+    with SGLangTestServer(str(tiny_policy_dir), api_key=KEY, weights_readable=True) as srv:
         eng = SGLangEngine(str(tiny_policy_dir), urls=[srv.url], check_weights=True, **FAST)
         assert eng.generate([[1, 2, 3]], GREEDY)[0].token_ids
         learner = Learner(tiny_policy_dir, LearnerConfig())
@@ -84,7 +84,7 @@ def test_a_train_run_through_keyed_servers_keeps_the_key_out_of_its_files(sync, 
 
     monkeypatch.setenv(API_KEY_ENV, KEY)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("sglang_server.py")), str(tiny_policy_dir),
-                             "--api-key", KEY], stdout=subprocess.PIPE, text=True)
+                             "--api-key", KEY, "--weights-readable"], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         assert line.startswith("ready "), line

@@ -32,7 +32,8 @@ GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
 
 @pytest.fixture
 def server(tiny_policy_dir):
-    with SGLangTestServer(str(tiny_policy_dir)) as s:
+    # reads weights back (/get_weights_by_name), as SGLang does for a Llama-class model though not for Qwen3
+    with SGLangTestServer(str(tiny_policy_dir), weights_readable=True) as s:
         yield s
 
 
@@ -159,7 +160,7 @@ def test_greedy_ids_and_logprobs_match_the_hf_engine(server, tiny_policy_dir):
     completions = [g.token_ids for g in sampled]
     scores, ref = eng.logprobs(prompts, completions), hf.logprobs(prompts, completions)
     scoring = [b for b in generate_bodies(server) if b["sampling_params"][0]["max_new_tokens"] == 0][-1]
-    assert scoring["logprob_start_len"] == [len(p) for p in prompts]
+    assert scoring["logprob_start_len"] == [len(p) - 1 for p in prompts]  # SGLang's first entry is None
     for s, r, g in zip(scores, ref, sampled):
         np.testing.assert_allclose(s, r, atol=1e-4)
         np.testing.assert_allclose(s, g.logprobs, atol=1e-4)
@@ -334,8 +335,8 @@ def test_distributed_sync_over_gloo(tiny_policy_dir):
     """The server runs in its own process, as SGLang does: a process group is per process."""
     from prover.learner import Learner
 
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("sglang_server.py")), str(tiny_policy_dir)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("sglang_server.py")), str(tiny_policy_dir),
+                             "--weights-readable"], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         assert line.startswith("ready "), line
@@ -370,7 +371,7 @@ def test_train_through_sglang_and_survive_a_dying_server(tiny_run_overrides, tin
 
     def history():
         return [(r["phase"], r["step"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
-    with SGLangTestServer(str(tiny_policy_dir)) as srv:
+    with SGLangTestServer(str(tiny_policy_dir), weights_readable=True) as srv:
         assert main(["train", *tiny_run_overrides, "steps=2", *engine, f"engine.kwargs.urls=[{srv.url}]",
                      "engine.kwargs.check_weights=true"]) == 0
         assert srv.syncs == 3  # the starting policy, then one sync per step

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from prover.distributed import process_rank, world_size
 from prover.engines.base import Engine
 from prover.engines.sglang_http import ServerClient, api_key_from_env, together
-from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights
+from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights, probe_readback
 from prover.errors import EngineError
 from prover.modeling import load_tokenizer, model_positions, stop_ids
 from prover.seeding import derive_seed
@@ -88,7 +88,8 @@ class SGLangSettings(BaseModel):
     bucket_mb: float = Field(512.0, gt=0, description="'distributed': tensors per update request, in MiB (a "
                              "server holds one bucket beside its weights while loading it).")
     check_weights: bool = Field(False, description="Debug: after each sync, read a few parameters back with "
-                                "get_weights_by_name and compare them with the learner's.")
+                                "get_weights_by_name and compare them with the learner's. SGLang answers that for "
+                                "some model classes only (Llama, not Qwen3/Qwen3.5): checked, and refused, at start.")
 
     @field_validator("urls")
     @classmethod
@@ -118,21 +119,27 @@ def sampling_params(params: SamplingParams, stops: list[int], seed: int | None) 
 
 
 def parse_generation(item: Any, stops: set[int], where: str) -> Generation:
-    """One ``/generate`` result -> Generation; a malformed one is an EngineError naming ``where``."""
+    """One ``/generate`` result -> Generation; a malformed one is an EngineError naming ``where`` and the field."""
+    field = "meta_info"
     try:
         meta = item["meta_info"]
+        field = "meta_info.output_token_logprobs"
         pairs = meta["output_token_logprobs"]
         ids = [int(p[1]) for p in pairs]
         logprobs = [float(p[0]) for p in pairs]
+        field = "output_ids"
         if "output_ids" in item and [int(t) for t in item["output_ids"]] != ids:
             raise ValueError(f"output_ids ({len(item['output_ids'])}) and output_token_logprobs ({len(ids)}) differ")
+        field = "meta_info.completion_tokens"
         if meta.get("completion_tokens") is not None and int(meta["completion_tokens"]) != len(ids):
             raise ValueError(f"completion_tokens is {meta['completion_tokens']} but {len(ids)} log-probs came")
+        field = "meta_info.finish_reason"
         finish = meta.get("finish_reason")
         kind = finish.get("type") if isinstance(finish, dict) else finish
+        field = "meta_info.cached_tokens"
         cached = int(meta.get("cached_tokens") or 0)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise EngineError(f"{where}: a /generate result is not SGLang's format ({type(exc).__name__}: "
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise EngineError(f"{where}: /generate result field {field} is not SGLang's format ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from exc
     if kind == "abort":
         message = finish.get("message") if isinstance(finish, dict) else ""
@@ -234,6 +241,9 @@ class SGLangEngine(Engine):
         # SGLang's /health generates one token within 20 s; a shorter wait than a batch's catches a wrong host
         health_s = min(cfg.timeout_s, 60.0)
         together([lambda s=s: s.get("/health", health_s, expect_json=False) for s in self.servers])
+        self.syncer.check_servers()  # a setting the sync cannot work with is refused before any training
+        if cfg.check_weights and self.rank == 0:
+            probe_readback(self.servers, model_path, cfg.sync_timeout_s)
         if cfg.load_on_start and self.rank == 0:
             self.syncer.load_folder(model_path)
 
@@ -266,19 +276,24 @@ class SGLangEngine(Engine):
 
     def logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list[np.ndarray]:
         """Log-probs of given completions: a prefill with max_new_tokens=0, reading input_token_logprobs
-        from position len(prompt) (SGLang returns one entry per input token from logprob_start_len)."""
+        from the prompt's last token on. SGLang returns one entry per input token from logprob_start_len,
+        the first being None: the log-prob of the token at logprob_start_len is not computed
+        (scheduler_components/logprob_result_processor.py:35-38 in 0.5.23), so the request starts one
+        token early and that entry is dropped."""
         out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(prompts)
         todo = [i for i, c in enumerate(completions) if c]
         if not todo:
             return out
+        if any(not prompts[i] for i in todo):
+            raise EngineError("sglang engine: logprobs needs a prompt of at least one token before a completion")
 
         def run(server: ServerClient, idx: list[int]) -> list[np.ndarray]:
             real = [todo[k] for k in idx]
             score = {"max_new_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": -1}  # the model's own
             body = {"input_ids": [prompts[i] + completions[i] for i in real], "sampling_params": [score] * len(real),
-                    "return_logprob": True, "logprob_start_len": [len(prompts[i]) for i in real], "stream": False}
+                    "return_logprob": True, "logprob_start_len": [len(prompts[i]) - 1 for i in real], "stream": False}
             items = self._batch_reply(server, server.post("/generate", body), len(real))
-            return [self._scores(server, item, completions[i]) for item, i in zip(items, real)]
+            return [self._scores(server, item, [prompts[i][-1]] + completions[i]) for item, i in zip(items, real)]
 
         for i, lp in zip(todo, self._spread([prompts[i] for i in todo], 0, run)):
             out[i] = lp
@@ -305,17 +320,21 @@ class SGLangEngine(Engine):
         return reply
 
     @staticmethod
-    def _scores(server: ServerClient, item: Any, completion: list[int]) -> np.ndarray:
+    def _scores(server: ServerClient, item: Any, scored: list[int]) -> np.ndarray:
+        """The log-probs of ``scored[1:]`` from a scoring result whose input_token_logprobs cover ``scored``
+        (the prompt's last token, whose entry is SGLang's leading None, then the completion)."""
+        field = "meta_info.input_token_logprobs"
         try:
             entries = item["meta_info"]["input_token_logprobs"]
             ids = [int(e[1]) for e in entries]
-            values = np.array([float(e[0]) for e in entries], dtype=np.float32)
+            field = "meta_info.input_token_logprobs values"
+            values = np.array([float(e[0]) for e in entries[1:]], dtype=np.float32)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise EngineError(f"{server.name}: a scoring result is not SGLang's format ({type(exc).__name__}: "
-                              f"{str(exc)[:120]})") from exc
-        if ids != list(completion):
-            raise EngineError(f"{server.name}: scored {len(ids)} tokens that are not the {len(completion)} "
-                              "completion tokens asked for (logprob_start_len not honored?)")
+            raise EngineError(f"{server.name}: /generate scoring result field {field} is not SGLang's format "
+                              f"({type(exc).__name__}: {str(exc)[:120]})") from exc
+        if ids != list(scored):
+            raise EngineError(f"{server.name}: scored {len(ids)} tokens that are not the prompt's last and the "
+                              f"{len(scored) - 1} completion tokens asked for (logprob_start_len not honored?)")
         return values
 
     # -- weights and metrics ---------------------------------------------------------------------

@@ -49,6 +49,38 @@ class _Retryable(Exception):
     """A failure worth another try (connection refused or dropped, 429, 5xx)."""
 
 
+class ServerBusy(EngineError):
+    """A 400 that means "requests are still running or queued": SGLang 0.5.23 refuses ``/flush_cache``
+    then (srt/managers/scheduler.py:5518-5547), and fails a weight update whose own flush it refused although
+    the weights were loaded (scheduler_components/weight_updater.py:120-131). Worth waiting out (``when_idle``)."""
+
+
+BUSY_MARKERS = ("requests are still running or queued", "Flush cache failed", "flush_cache is already in progress")
+
+
+def busy_reply(path: str, status: int, raw: bytes) -> bool:
+    text = raw.decode("utf-8", "replace")
+    return status == 400 and (path == "/flush_cache" or any(m in text for m in BUSY_MARKERS))
+
+
+def when_idle(call: Callable[[], Any], deadline_s: float, backoff_s: float = 0.25, cap_s: float = 5.0) -> Any:
+    """``call()``, repeated with doubling waits (up to ``cap_s``) while the server answers ``ServerBusy``, for
+    at most ``deadline_s`` seconds, as slime's and verl's SGLang clients retry a refused flush. A request
+    whose client timed out keeps running on the server, so a sync can meet one."""
+    deadline, wait = time.monotonic() + deadline_s, backoff_s
+    while True:
+        try:
+            return call()
+        except ServerBusy as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EngineError(f"{exc}; still busy after {deadline_s:g} s: requests are running or queued on "
+                                  "it (one whose client timed out runs on); raise engine.kwargs.sync_timeout_s "
+                                  "or check its log") from exc
+            time.sleep(min(wait, left))
+            wait = min(wait * 2, cap_s)
+
+
 def first_line(raw: bytes | str, limit: int = 200) -> str:
     """The readable gist of an error body: SGLang's ``{"error": {"message"}}``, ``{"message"}``,
     FastAPI's ``{"detail"}``, or the text itself; first line only, clipped."""
@@ -94,7 +126,7 @@ class ServerClient:
             return self._call(method, path, body, timeout_s, expect_json, retry)
         except EngineError as exc:  # a reply or an exception text that echoes the key must not print it
             if self._key and self._key in str(exc):
-                raise EngineError(redact(str(exc), self._key)) from None
+                raise type(exc)(redact(str(exc), self._key)) from None
             raise
 
     def _call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
@@ -113,7 +145,8 @@ class ServerClient:
                 elif status in (401, 403):
                     raise self._refused(path, status, raw)
                 elif status >= 400:
-                    raise EngineError(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}")
+                    kind = ServerBusy if busy_reply(path, status, raw) else EngineError
+                    raise kind(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}")
                 else:
                     return self._decode(path, raw, expect_json)
             if attempt < retries:
@@ -165,6 +198,22 @@ class ServerClient:
         except ValueError as exc:
             head = raw[:60].decode("utf-8", "replace")
             raise EngineError(f"{self.name}: {path} sent a reply that is not JSON (starts {head!r})") from exc
+
+
+def reply_field(server: ServerClient, path: str, reply: Any, key: str) -> Any:
+    """``reply[key]``; a reply without it is one ``EngineError`` naming the endpoint and the field."""
+    if not isinstance(reply, dict) or key not in reply:
+        got = f"keys {sorted(reply)[:8]}" if isinstance(reply, dict) else f"a {type(reply).__name__}"
+        raise EngineError(f"{server.name}: {path} sent a reply without the field {key!r} ({got}); is it an SGLang "
+                          "server of the version prover serve pins?")
+    return reply[key]
+
+
+def positive_int(server: ServerClient, path: str, reply: Any, key: str) -> int:
+    value = reply_field(server, path, reply, key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EngineError(f"{server.name}: {path} field {key!r} is {value!r}, not a positive integer")
+    return value
 
 
 def together(fns: list[Callable[[], Any]], timeout_s: float | None = None, what: str = "") -> list[Any]:

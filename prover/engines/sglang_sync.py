@@ -6,22 +6,33 @@ readable by the servers at the same path (one machine, or a shared file system).
 
 ``distributed``: once, the trainer and every server join one process group (``POST
 /init_weights_update_group``, the trainer as rank 0, server i's tensor-parallel ranks after it); then
-per sync, for each bucket of tensors, every server is told ``POST /update_weights_from_distributed
-{names, dtypes, shapes, group_name, flush_cache}`` while the trainer broadcasts those tensors from rank
-0 in the same order. The group is built the way SGLang builds its end (a ``tcp://`` rendezvous, a store
-prefixed with the group name, ``_new_process_group_helper``), because both ends must agree on every
-store key; it is a group of its own, beside any default group accelerate made.
+per sync, every server opens a session (``POST /begin_weight_update``: SGLang 0.5.23 refuses a broadcast
+update outside one, srt/managers/scheduler_components/weight_updater.py:187-199), for each bucket of
+tensors every server is told ``POST /update_weights_from_distributed {names, dtypes, shapes, group_name}``
+while the trainer broadcasts those tensors from rank 0 in the same order, the session is closed (``POST
+/end_weight_update``, also after a failure, so the next trainer can open one) and the caches flushed.
+A server with ``dp_size > 1`` cannot join (SGLang asserts ``dp_size == 1``,
+srt/managers/tokenizer_control_mixin.py:451-453): the engine refuses that at start.
+
+The group is built the way SGLang builds its end (a ``tcp://`` rendezvous, a store prefixed with the
+group name, ``_new_process_group_helper``), because both ends must agree on every store key; it is a
+group of its own, beside any default group accelerate made.
 
 Both paths flush the prefix cache (its KV was computed with the old weights), time out, and fail with
-one ``EngineError`` line. A failed broadcast may leave a server with some new and some old tensors,
-which its message says. ``check_weights`` compares a few parameters with ``/get_weights_by_name``.
+one ``EngineError`` line. SGLang refuses a flush while requests run or wait, as when a client gave up
+on one; the sync waits that out up to ``sync_timeout_s`` (``when_idle``). A failed broadcast may leave a
+server with some new and some old tensors, which its message says. ``check_weights`` compares a few
+parameters with ``/get_weights_by_name``, which SGLang 0.5.23 answers only for model classes that define
+``get_weights_by_name`` (not Qwen3 or Qwen3.5): ``probe_readback`` refuses the option at start there.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import tempfile
+import threading
 import weakref
 from datetime import timedelta
 from pathlib import Path
@@ -29,10 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from prover.engines.sglang_http import ServerClient, together
-from prover.errors import EngineError
+from prover.engines.sglang_http import ServerBusy, ServerClient, positive_int, together, when_idle
+from prover.errors import ConfigError, EngineError
 
 CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
+CLOSE_WAIT_S = 10.0  # most seconds close() waits for the weight group to be torn down
 
 
 class DiskSync:
@@ -52,7 +64,10 @@ class DiskSync:
         body = {"model_path": path, "weight_version": str(self.version)}
 
         def load(s: ServerClient) -> None:
-            reply = s.post("/update_weights_from_disk", body, self.cfg.sync_timeout_s)
+            try:
+                reply = s.post("/update_weights_from_disk", body, self.cfg.sync_timeout_s)
+            except ServerBusy:  # loaded, but its own flush was refused: the flush below waits for idle
+                return
             if not (isinstance(reply, dict) and reply.get("success")):
                 msg = reply.get("message") if isinstance(reply, dict) else reply
                 raise EngineError(f"{s.name}: could not load the weights in {path}: {msg}")
@@ -70,6 +85,9 @@ class DiskSync:
             if old != folder:
                 shutil.rmtree(old, ignore_errors=True)
 
+    def check_servers(self) -> None:
+        """Nothing to check for a disk sync: every server setting takes one."""
+
     def close(self) -> None:
         """Nothing held: a sync folder outlives a sync only until the next one."""
 
@@ -80,14 +98,29 @@ class DistributedSync(DiskSync):
     def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
         super().__init__(servers, cfg)
         self.group: Any = None
+        self.tp: list[int] = []
+
+    def check_servers(self) -> None:
+        """Each server's tensor-parallel size (its ranks in the group); one with data-parallel replicas is a
+        ``ConfigError``, before any training: SGLang 0.5.23 asserts ``dp_size == 1`` on joining the group."""
+        self.tp = []
+        for s in self.servers:
+            info = s.get("/get_server_info", self.cfg.sync_timeout_s)
+            dp = positive_int(s, "/get_server_info", info, "dp_size")
+            if dp != 1:
+                raise ConfigError(f"engine.kwargs.sync=distributed: {s.name} runs dp_size={dp}, and SGLang takes a "
+                                  "broadcast weight update only with dp_size 1; use sync=disk, or start one server "
+                                  "per replica (prover serve --dp 1 with more --gpus)")
+            self.tp.append(positive_int(s, "/get_server_info", info, "tp_size"))
 
     def _join(self) -> None:
         cfg = self.cfg
         listener = listen_socket(cfg.master_address, cfg.master_port or 0)  # 0: a free port, taken at once
         port = listener.getsockname()[1]
-        tp = [int((s.get("/get_server_info") or {}).get("tp_size", 1) or 1) for s in self.servers]
-        world = 1 + sum(tp)
-        offsets = [1 + sum(tp[:i]) for i in range(len(tp))]
+        if not self.tp:
+            self.check_servers()
+        world = 1 + sum(self.tp)
+        offsets = [1 + sum(self.tp[:i]) for i in range(len(self.tp))]
 
         def init(s: ServerClient, offset: int) -> None:
             body = {"master_address": cfg.master_address, "master_port": port, "rank_offset": offset,
@@ -118,8 +151,14 @@ class DistributedSync(DiskSync):
         named = list((state if state is not None else learner.policy_state_dict()).items())
         buckets = bucketed(named, int(cfg.bucket_mb * 2 ** 20))
         try:
-            for k, bucket in enumerate(buckets):
-                self._send(bucket, last=k == len(buckets) - 1, device=device)
+            self._all("/begin_weight_update", {"selector": "all"})
+            try:
+                for bucket in buckets:
+                    self._send(bucket, device=device)
+            except BaseException:
+                self._end_quietly()
+                raise
+            self._all("/end_weight_update", {})
             flush(self.servers, cfg.sync_timeout_s)
         except Exception as exc:
             detail = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
@@ -127,12 +166,37 @@ class DistributedSync(DiskSync):
                               "the servers' weights may be half-updated: restart them and resume from the "
                               "last checkpoint") from exc
 
-    def _send(self, bucket: list[tuple[str, Any]], last: bool, device: Any) -> None:
+    def _all(self, path: str, body: dict) -> None:
+        """``path`` on every server, each answering success (SGLang's session calls, http_server.py:1458-1486)."""
+        def call(s: ServerClient) -> None:
+            try:
+                reply = s.post(path, body, self.cfg.sync_timeout_s, retry=False)
+            except EngineError as exc:
+                if path != "/begin_weight_update" or "already open" not in str(exc):
+                    raise
+                # a session a trainer that died mid-sync left open: close it, then open ours
+                s.post("/end_weight_update", {}, self.cfg.sync_timeout_s, retry=False)
+                reply = s.post(path, body, self.cfg.sync_timeout_s, retry=False)
+            if not (isinstance(reply, dict) and reply.get("success") is True):
+                raise EngineError(f"{s.name}: {path} sent {str(reply)[:120]!r}, not success")
+        together([lambda s=s: call(s) for s in self.servers], self.cfg.sync_timeout_s + 5, path)
+
+    def _end_quietly(self) -> None:
+        """Close the sessions after a failed broadcast, so that a restarted trainer can open one; errors
+        are left to the broadcast's own."""
+        for s in self.servers:
+            try:
+                s.post("/end_weight_update", {}, min(self.cfg.sync_timeout_s, 30.0), retry=False)
+            except EngineError:
+                pass
+
+    def _send(self, bucket: list[tuple[str, Any]], device: Any) -> None:
         import torch.distributed as dist
 
+        # no flush per bucket: the flush after /end_weight_update waits out running requests
         body = {"names": [n for n, _ in bucket], "dtypes": [str(t.dtype).removeprefix("torch.") for _, t in bucket],
                 "shapes": [list(t.shape) for _, t in bucket], "group_name": self.cfg.group_name,
-                "flush_cache": last, "weight_version": str(self.version)}
+                "flush_cache": False, "weight_version": str(self.version)}
 
         def receive(s: ServerClient) -> None:
             reply = s.post("/update_weights_from_distributed", body, self.cfg.sync_timeout_s, retry=False)
@@ -146,14 +210,21 @@ class DistributedSync(DiskSync):
                  "the weight broadcast")
 
     def close(self) -> None:
-        if self.group is not None:
-            import torch.distributed as dist
+        """Tear the weight group down, waiting at most ``CLOSE_WAIT_S``: a broadcast a server refused may
+        still wait for it in a daemon thread, and destroying the group then can block."""
+        group, self.group = self.group, None
+        if group is None:
+            return
+        import torch.distributed as dist
 
+        def destroy() -> None:
             try:
-                dist.destroy_process_group(self.group)
+                dist.destroy_process_group(group)
             except Exception:  # noqa: BLE001 - best effort at shutdown: the servers may be gone already
                 pass
-            self.group = None
+        worker = threading.Thread(target=destroy, daemon=True)
+        worker.start()
+        worker.join(CLOSE_WAIT_S)
 
 
 def join_weight_group(master_address: str, master_port: int, world_size: int, rank: int, group_name: str,
@@ -226,9 +297,58 @@ def bucketed(named: list[tuple[str, Any]], max_bytes: int) -> list[list[tuple[st
 
 
 def flush(servers: list[ServerClient], timeout_s: float) -> None:
-    """Drop every server's prefix cache: its KV was computed with the old weights."""
-    together([lambda s=s: s.post("/flush_cache", None, timeout_s, expect_json=False) for s in servers],
-             timeout_s + 5, "flush_cache")
+    """Drop every server's prefix cache: its KV was computed with the old weights. A server with requests
+    still running or queued refuses; it is asked again until idle, for at most ``timeout_s``."""
+    def one(s: ServerClient) -> None:
+        when_idle(lambda: s.post("/flush_cache", None, timeout_s, expect_json=False), timeout_s)
+    together([lambda s=s: one(s) for s in servers], 2 * timeout_s + 5, "flush_cache")
+
+
+UNREADABLE = ("SGLang reads weights back only for model classes that define get_weights_by_name (in 0.5.23: "
+              "Llama, Granite, OPT, EXAONE 4; not Qwen3 or Qwen3.5, srt/model_executor/model_runner_components/"
+              "weight_exporter.py:181); set engine.kwargs.check_weights=false")
+
+
+def read_rows(s: ServerClient, name: str, rows: int, timeout_s: float) -> np.ndarray:
+    """The first ``rows`` rows of parameter ``name`` as the server holds them (one copy per data-parallel
+    rank, stacked, when it has several); a server that cannot read weights back is one ``ConfigError``."""
+    try:
+        reply = s.post("/get_weights_by_name", {"name": name, "truncate_size": rows}, timeout_s)
+    except EngineError as exc:
+        if "Get parameter by name failed" in str(exc):  # http_server.py:1567-1568 for a None from the model
+            raise ConfigError(f"check_weights: {s.name} cannot read {name!r} back ({exc}); {UNREADABLE}") from exc
+        raise
+    if reply is None or (isinstance(reply, list) and reply and all(r is None for r in reply)):
+        raise ConfigError(f"check_weights: {s.name} sent null for {name!r} from /get_weights_by_name; {UNREADABLE}")
+    try:
+        return np.asarray(reply, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise EngineError(f"{s.name}: /get_weights_by_name {name!r} sent {str(reply)[:80]!r}, not an array of "
+                          "numbers") from exc
+
+
+def first_weight_name(folder: str | Path) -> str | None:
+    """A tensor name from a Hugging Face folder's safetensors (its index, or a file's header); None if none."""
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    try:
+        if index.is_file():
+            return next(iter(json.loads(index.read_text())["weight_map"]), None)
+        for f in sorted(folder.glob("*.safetensors")):
+            with f.open("rb") as fh:  # 8-byte length, then a JSON header of the tensors
+                header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+            return next((k for k in header if k != "__metadata__"), None)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def probe_readback(servers: list[ServerClient], folder: str | Path, timeout_s: float) -> None:
+    """``check_weights`` at start: every server reads one of the policy's tensors back, or the run is refused
+    before any training (a ``ConfigError`` naming the model class's limit)."""
+    name = first_weight_name(folder)
+    if name is not None:
+        together([lambda s=s: read_rows(s, name, 1, timeout_s) for s in servers], timeout_s + 5, "check_weights")
 
 
 def check_weights(servers: list[ServerClient], state: dict[str, Any], timeout_s: float) -> None:
@@ -238,11 +358,7 @@ def check_weights(servers: list[ServerClient], state: dict[str, Any], timeout_s:
     for s in servers:
         for name in names:
             want = state[name][:CHECK_ROWS].detach().float().cpu().numpy()
-            reply = s.post("/get_weights_by_name", {"name": name, "truncate_size": CHECK_ROWS}, timeout_s)
-            try:
-                got = np.asarray(reply, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise EngineError(f"{s.name}: /get_weights_by_name {name!r} sent {str(reply)[:80]!r}") from exc
+            got = read_rows(s, name, CHECK_ROWS, timeout_s)
             copies = got if got.ndim == want.ndim + 1 else got[None]  # data-parallel servers send one per rank
             for copy in copies:
                 if copy.shape != want.shape or not np.allclose(copy, want, rtol=1e-2, atol=1e-3):
