@@ -157,8 +157,21 @@ class LearnerConfig(Section):
         "token-mean).")
     grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip (verl: 1.0).")
     ppo_epochs: int = Field(1, ge=1, description="Passes over each batch (verl-agent: 1).")
-    mini_batch_rows: int = Field(128, ge=1, description="Turn rows per optimizer step.")
-    micro_batch_rows: int = Field(32, ge=1, description="Turn rows per forward/backward (memory bound).")
+    mini_batch_rows: int = Field(128, ge=1, description="Turn rows per optimizer step; a sequence row counts "
+                                 "as the turns it trains, and one of more turns than this is a step of its own.")
+    micro_batch_rows: int = Field(32, ge=1, description="Turn rows per forward/backward (memory bound); a "
+                                  "sequence row counts as the turns it trains, as in mini_batch_rows.")
+    sequence_rows: bool = Field(True, description="Forward each run of append-only turns of a trajectory (each "
+                                "turn's prompt + completion the exact start of the next turn's prompt, as chat "
+                                "prompts are) once, as one sequence row that trains every turn's completion at "
+                                "its own positions, instead of one row per turn; the same loss and gradient, "
+                                "up to float rounding. Windowed prompts are never append-only: their rows "
+                                "stay turn rows. See prover/learner_rows.py.")
+    max_row_tokens: int | None = Field(None, ge=1, description="Cut a sequence row at turn boundaries into "
+                                       "pieces that each add at most this many tokens to the piece before it; "
+                                       "each piece re-forwards the pieces before it as context and trains its "
+                                       "own turns only (the gradient is unchanged, more tokens are forwarded). "
+                                       "null: never cut.")
     skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
                                                              "(their policy gradient is zero; saves CPU time).")
     max_nonfinite_steps: int = Field(3, ge=1, description="A non-finite advantage drops its row, a non-finite loss "

@@ -6,8 +6,8 @@ processes (DDP, FSDP or DeepSpeed, as the launcher's config says). The main proc
 metrics, checkpoints and evaluation lines. Started plainly (one process), nothing here touches
 ``torch.distributed`` and the loop runs exactly as it always did.
 
-Merging a step's metrics across processes: counts (``cost/*``, ``judge/*``, ``learner/rows``,
-``learner/tokens``, the ``truth/`` counts, among them the engine's request, token and retry counts) are
+Merging a step's metrics across processes: counts (``cost/*``, ``judge/*``, ``learner/rows`` and the other row and
+token counts of the learner, the ``truth/`` counts, among them the engine's request, token and retry counts) are
 totals, ``time/*`` is the slowest process, every other value is the mean of the processes' values (a rate,
 such as ``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-process rates).
 """
@@ -19,7 +19,8 @@ from typing import Any
 
 from prover.errors import CheckpointError, ConfigError
 
-TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens", "truth/proposals", "truth/hits", "truth/accepted")
+TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens", "learner/sequence_rows", "learner/forwarded_tokens",
+          "learner/unique_tokens", "truth/proposals", "truth/hits", "truth/accepted")
 SLOWEST = ("time/",)
 
 

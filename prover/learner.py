@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,55 +27,10 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
+from prover.learner_rows import Row, SequenceRow, row_logits, rows_from, sequence_rows, token_weights, unique_tokens
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
-from prover.padding import length_batches, micro_batch_order, padding_counts, padding_share
+from prover.padding import length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
 from prover.types import Advantages, Batch
-
-
-@dataclass
-class Row:
-    """One training row: a turn's exact ids and, per completion token, old log-prob, advantage, mask."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    old_logprobs: np.ndarray  # (c,)
-    advantages: np.ndarray  # (c,)
-    loss_mask: np.ndarray  # (c,) 1 = trained on
-    traj_turns: int = 1  # turns of the trajectory this row belongs to
-    padding: bool = False  # an empty row that only keeps processes in step (see Learner.update)
-
-
-def rows_from(batch: Batch, adv: Advantages, skip_zero: bool) -> list[Row]:
-    masks = adv.flat_mask()
-    traj_turns = [len(tr.turns) for g in batch.groups for tr in g.trajectories for _ in tr.turns]
-    rows = []
-    for k, (turn, a) in enumerate(zip(batch.turns(), adv.flat())):
-        m = masks[k] if masks is not None else np.ones(turn.n_tokens, dtype=np.float32)
-        if turn.n_tokens == 0 or (skip_zero and not np.any(a * m)):
-            continue
-        rows.append(Row(turn.prompt_ids, turn.completion_ids, np.asarray(turn.logprobs, np.float32),
-                        np.asarray(a, np.float32), np.asarray(m, np.float32), traj_turns[k]))
-    return rows
-
-
-def token_weights(masks: list[np.ndarray], mode: str, max_len: int,
-                  traj_turns: list[int] | None = None) -> list[np.ndarray]:
-    """Per-token weights that turn a sum over a mini-batch into ``mode``'s aggregate."""
-    n_rows = max(len(masks), 1)
-    if mode == "traj-mean-token-mean":  # each trajectory weighs the same, however many turns it has
-        share = [1.0 / t for t in (traj_turns or [1] * len(masks))]
-        total = sum(share) + 1e-8
-        return [m * s / (total * (float(m.sum()) + 1e-8)) for m, s in zip(masks, share)]
-    if mode == "token-mean":
-        total = sum(float(m.sum()) for m in masks) + 1e-8
-        return [m / total for m in masks]
-    if mode == "seq-mean-token-sum":
-        return [m / n_rows for m in masks]
-    if mode == "seq-mean-token-mean":
-        return [m / (n_rows * (float(m.sum()) + 1e-8)) for m in masks]
-    if mode == "seq-mean-token-sum-norm":  # Dr.GRPO: a constant normaliser
-        return [m / max_len for m in masks]
-    raise ValueError(f"unknown loss aggregation {mode!r}")
 
 
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
@@ -226,23 +180,22 @@ class Learner:
 
     # -- RL ----------------------------------------------------------------------------------------
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
-        """PPO epochs over the batch's turn rows; returns "learner/..." metrics."""
+        """PPO epochs over the batch's rows (turn rows, and a sequence row for each run of append-only turns,
+        see prover/learner_rows.py); returns "learner/..." metrics."""
         rows = rows_from(adv.train_batch or batch, adv, self.cfg.skip_zero_advantage_rows)
         finite = [r for r in rows if np.isfinite(r.advantages).all()]  # a NaN advantage never reaches a weight
         dropped, rows = len(rows) - len(finite), finite
-        # Across processes every one must run the same forward and backward passes (each backward
-        # all-reduces the gradient, each FSDP forward gathers the weights): a process with fewer rows
-        # than the most any has fills up with empty rows that weigh nothing.
-        n_rows = self._most_rows(len(rows))
-        padding = [self._padding_row()] * (n_rows - len(rows))
+        units = sequence_rows(rows, self.cfg.max_row_tokens) if self.cfg.sequence_rows else list(rows)
         sums: dict[str, float] = {}
         n_updates = 0
         for _ in range(self.cfg.ppo_epochs):
-            self.rng.shuffle(rows)
-            order = rows + padding  # padding last, so a mini-batch holds real rows first
-            for start in range(0, n_rows, self.cfg.mini_batch_rows):
-                chunk = order[start:start + self.cfg.mini_batch_rows]
-                stats = self._mini_batch(chunk)
+            self.rng.shuffle(units)
+            chunks = [[units[i] for i in b] for b in turn_batches([len(u.turn_rows) for u in units],
+                                                                   self.cfg.mini_batch_rows)]
+            n_chunks, n_micro = self._in_step(chunks)
+            chunks += [[self._padding_row()]] * (n_chunks - len(chunks))
+            for chunk in chunks:
+                stats = self._mini_batch(chunk, n_micro)
                 if chunk[0].padding:  # only padding: this process learned nothing from it
                     continue
                 for k, v in stats.items():
@@ -256,42 +209,62 @@ class Learner:
         out.pop("learner/nonfinite", None)
         out["learner/rows"] = float(len(rows))
         out["learner/tokens"] = float(sum(float(r.loss_mask.sum()) for r in rows))
+        out["learner/sequence_rows"] = float(sum(isinstance(u, SequenceRow) for u in units))
+        out["learner/forwarded_tokens"] = float(sum(len(u.ids) for u in units))  # one epoch's
+        out["learner/unique_tokens"] = float(unique_tokens(rows))
         out["learner/updates"] = float(n_updates)
         return out
 
-    def _most_rows(self, n: int) -> int:
-        """The most rows any process has this update (``n`` when alone)."""
+    def _in_step(self, chunks: list[list[Row | SequenceRow]]) -> tuple[int, int | None]:
+        """Across processes every one must run the same forward and backward passes (each backward
+        all-reduces the gradient, each FSDP forward gathers the weights): the most mini-batches any process
+        has, and the most micro-batches any of their mini-batches has, which every process then runs,
+        filling up with empty rows that weigh nothing. Alone: its own count, and no micro-batch to match."""
         if self.accelerator.num_processes == 1:
-            return n
-        counts = self.accelerator.gather(torch.tensor([n], device=self.accelerator.device))
-        return int(counts.max())
+            return len(chunks), None
+        most_micro = max((len(self._micro_batches(c)) for c in chunks), default=1)
+        counts = self.accelerator.gather(torch.tensor([len(chunks), most_micro], device=self.accelerator.device))
+        most = counts.reshape(-1, 2).max(dim=0).values
+        return int(most[0]), int(most[1])
 
     def _padding_row(self) -> Row:
         zero = np.zeros(1, np.float32)
         return Row([self.pad_id], [self.pad_id], zero, zero, zero, padding=True)
 
-    def _mini_batch(self, rows: list[Row]) -> dict[str, float]:
+    def _micro_batches(self, rows: list[Row | SequenceRow]) -> list[list[int]]:
+        """A mini-batch's rows (indices) over its micro-batches: real rows by length, padding rows last, in
+        micro-batches of ``micro_batch_rows`` turns (``turn_batches``)."""
+        real = [i for i, r in enumerate(rows) if not r.padding]
+        order = [real[k] for k in micro_batch_order([len(rows[i].ids) for i in real])]
+        order += [i for i, r in enumerate(rows) if r.padding]
+        return [[order[k] for k in b]
+                for b in turn_batches([len(rows[i].turn_rows) for i in order], self.cfg.micro_batch_rows)]
+
+    def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None) -> dict[str, float]:
+        """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches."""
         cfg = self.cfg
-        real = [r for r in rows if not r.padding]  # padding rows come last and weigh nothing
-        weights = token_weights([r.loss_mask for r in real], cfg.loss_agg, self.max_len,
-                                [r.traj_turns for r in real]) + [r.loss_mask for r in rows[len(real):]]
-        order = micro_batch_order([len(r.prompt_ids) + len(r.completion_ids) for r in real])
-        order += list(range(len(real), len(rows)))
-        rows, weights = [rows[i] for i in order], [weights[i] for i in order]
+        turns = [t for r in rows if not r.padding for t in r.turn_rows]  # the loss is aggregated over turns
+        weights = iter(token_weights([t.loss_mask for t in turns], cfg.loss_agg, self.max_len,
+                                     [t.traj_turns for t in turns]))
+        row_weights = [[r.loss_mask] if r.padding else [next(weights) for _ in r.turn_rows] for r in rows]
+        plan = self._micro_batches(rows)
+        for _ in range(len(plan), n_micro or 0):
+            plan.append([len(rows)])
+            rows, row_weights = rows + [self._padding_row()], row_weights + [[np.zeros(1, np.float32)]]
         stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0, "tokens": 0.0,
                  "padded_tokens": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
-        for start in range(0, len(rows), cfg.micro_batch_rows):
-            micro, w = rows[start:start + cfg.micro_batch_rows], weights[start:start + cfg.micro_batch_rows]
-            for k, v in padding_counts([len(r.prompt_ids) + len(r.completion_ids) for r in micro]).items():
+        for indices in plan:
+            micro = [rows[i] for i in indices]
+            micro_turns, w = [t for r in micro for t in r.turn_rows], [x for i in indices for x in row_weights[i]]
+            for k, v in padding_counts([len(r.ids) for r in micro]).items():
                 stats[k] += v
-            logits, targets, mask = completion_logits(self.model, [r.prompt_ids for r in micro],
-                                                      [r.completion_ids for r in micro], self.pad_id)
+            logits, targets, mask = row_logits(self.model, micro, self.pad_id)
             dev, width = logits.device, logits.shape[1]
             logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
             logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            old, a, wt = (_pad([r.old_logprobs for r in micro], width, dev),
-                          _pad([r.advantages for r in micro], width, dev), _pad(w, width, dev))
+            old, a, wt = (_pad([t.old_logprobs for t in micro_turns], width, dev),
+                          _pad([t.advantages for t in micro_turns], width, dev), _pad(w, width, dev))
             pg, clipped = ppo_token_loss(torch.where(mask, logp, old), old, a, cfg)
             total = pg
             entropy = -(logp_all.exp() * logp_all).sum(-1)
@@ -300,9 +273,7 @@ class Learner:
             kl = torch.zeros_like(pg)
             if cfg.kl_coef > 0:
                 with torch.no_grad(), self._reference() as ref:
-                    rl, rt, _ = completion_logits(ref, [r.prompt_ids for r in micro],
-                                                  [r.completion_ids for r in micro], self.pad_id)
-                    ref_logp = gather_logprobs(rl, rt)
+                    ref_logp = gather_logprobs(*row_logits(ref, micro, self.pad_id)[:2])
                 kl = kl_penalty(logp, ref_logp, cfg.kl_type)
                 total = total + cfg.kl_coef * kl
             loss = torch.where(mask, total * wt, torch.zeros_like(total)).sum()

@@ -173,12 +173,59 @@ def completion_logits(model: torch.nn.Module, prompts: list[list[int]], completi
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
                 logits_to_keep=c_max + 1, use_cache=False)
-    logits = out.logits[:, :-1].float()  # (B, C, V): column j predicts position length - C + j
+    logits = _at_least_float32(out.logits[:, :-1])  # (B, C, V): column j predicts position length - C + j
     targets = ids[:, length - c_max:].to(device)
     mask = torch.zeros((len(seqs), c_max), dtype=torch.bool, device=device)
     for i, c in enumerate(completions):
         mask[i, c_max - len(c):] = True
     return logits, targets, mask
+
+
+def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: list[tuple[int, int, int]],
+                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits that predict completions lying inside whole sequences, each sequence forwarded once.
+
+    ``spans[k] = (i, start, end)``: completion k is ``sequences[i][start:end]`` (``start`` >= 1). Returns
+    what ``completion_logits`` does, one row per span: logits (K, C, V), targets and mask (K, C), row k's
+    completion in its last ``end - start`` columns. Rows are right-padded, so a token's position is its
+    index; the LM head runs only at the positions that predict a completion token (``logits_to_keep`` as
+    a boolean mask), which keeps memory low on large vocabularies.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    length = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(sequences), length), dtype=torch.long)
+    keep = torch.zeros((len(sequences), length), dtype=torch.bool)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        attn[i, :len(s)] = 1
+    for i, start, end in spans:
+        if not 1 <= start < end <= len(sequences[i]):
+            raise ValueError(f"span {(start, end)} is not a completion inside a sequence of {len(sequences[i])}")
+        keep[i, start - 1:end - 1] = True
+    flat = keep.flatten().cumsum(0).reshape(keep.shape) - 1  # a kept position's row in the kept logits
+    c_max = max(end - start for _, start, end in spans)
+    where = torch.zeros((len(spans), c_max), dtype=torch.long)
+    targets = torch.full((len(spans), c_max), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(spans), c_max), dtype=torch.bool)
+    for k, (i, start, end) in enumerate(spans):
+        where[k, c_max - (end - start):] = flat[i, start - 1:end - 1]
+        targets[k, c_max - (end - start):] = ids[i, start:end]
+        mask[k, c_max - (end - start):] = True
+    positions = torch.arange(length).expand(len(sequences), -1)
+    out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
+                logits_to_keep=keep.to(device), use_cache=False)
+    logits = _at_least_float32(out.logits[where.to(device)])  # (N, V) kept -> (K, C, V)
+    return logits, targets.to(device), mask.to(device)
+
+
+def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """Log-probs in float32 from a bf16 or fp16 model; a float64 model (the equivalence tests) stays float64."""
+    import torch
+
+    return x if x.dtype == torch.float64 else x.float()
 
 
 def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,22 @@ def micro_batch_order(lengths: list[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: lengths[i])
 
 
+def turn_batches(turns: list[int], cap: int) -> list[list[int]]:
+    """Consecutive rows (indices) in batches of at most ``cap`` turns, row ``i`` holding ``turns[i]``: a
+    batch takes whole rows while they fit, and a row of more than ``cap`` turns is a batch of its own. Rows
+    of one turn each (turn rows) make batches of exactly ``cap`` rows, as the learner always cut them."""
+    batches: list[list[int]] = []
+    held = 0
+    for i, n in enumerate(turns):
+        if batches and held + n <= cap:
+            batches[-1].append(i)
+            held += n
+        else:
+            batches.append([i])
+            held = n
+    return batches
+
+
 def padding_counts(lengths: list[int]) -> dict[str, float]:
     """The tokens of one padded forward pass over sequences of ``lengths``: ``tokens`` real, ``padded_tokens``
     computed (rows times the longest), whose difference is padding."""
