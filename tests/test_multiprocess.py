@@ -143,6 +143,26 @@ def test_learner_stays_in_step_with_unequal_rows(tiny_policy_dir, tmp_path):
     assert r0["after"] != r0["before"]
 
 
+def test_learner_stays_in_step_with_a_sequence_row(tiny_policy_dir, tmp_path):
+    """Rank 0 has a chat of 3 turns (one sequence row) and 1 turn row, rank 1 has 4 turn rows: one mini-batch
+    of 4 turns each, in micro-batches of 1 turn: 2 forward passes on rank 0 (the turn row, then the chat),
+    4 on rank 1. Rank 0 adds 2 empty micro-batches, or the processes would be out of step and hang."""
+    port = _free_port()
+    procs = []
+    for rank, n_rows, chat_turns in ((0, 1, 3), (1, 4, 0)):
+        env = dict(_env(tmp_path), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(TESTS / "multiprocess_worker.py"), "learner",
+                                       str(tiny_policy_dir), str(tmp_path), str(n_rows), str(chat_turns), "4"],
+                                      env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    _finish(procs, timeout=300)
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["learner/sequence_rows"] == 1 and r1["learner/sequence_rows"] == 0
+    assert r0["learner/rows"] == r1["learner/rows"] == 4 and r0["learner/updates"] == r1["learner/updates"] == 1
+    assert r0["after"] == r1["after"] != r0["before"], "the processes hold different weights"
+
+
 @pytest.mark.slow
 def test_accelerate_launch_trains_two_processes(tiny_run_overrides, tmp_path):
     """`prover sft` in one process, then `accelerate launch` of `prover train` in two."""
