@@ -4,8 +4,9 @@
 into ``checksum_dir/sync-<n>-rank<r>.json``, so a test can see that all processes hold the same policy.
 
 ``python multiprocess_worker.py learner POLICY_DIR OUT_DIR ROWS [CHAT_TURNS MINI_ROWS]``: one
-``Learner.update`` on ``ROWS`` turn rows (and a chat of ``CHAT_TURNS`` turns; ``MINI_ROWS`` per mini-batch, 2), in a process group described by the usual RANK / WORLD_SIZE / MASTER_* variables; writes
-``OUT_DIR/rank<r>.json`` with the weight digests before and after and the update's metrics.
+``Learner.update`` on ``ROWS`` turn rows (and a chat of ``CHAT_TURNS`` turns; ``MINI_ROWS`` rows per
+mini-batch, 2 unless given), in a process group described by the usual RANK / WORLD_SIZE / MASTER_*
+variables; writes ``OUT_DIR/rank<r>.json`` with the weight digests before and after and the update's metrics.
 """
 
 from __future__ import annotations
