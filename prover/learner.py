@@ -13,6 +13,9 @@ up to k updates old, and rho is then the importance ratio to that sampling polic
 ``agg`` is one of verl's loss_agg_modes, computed over a whole mini-batch (not per micro-batch, as
 verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
 The learner never knows which credit method produced the advantages.
+
+Its rows (prover/learner_rows.py) are turn rows, one per turn, and sequence rows: a trajectory whose turns
+are append-only (chat prompts) forwarded once, each turn's completion trained at its own positions.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Torch-side helpers every room that touches a policy folder shares: loading a model and its tokenizer,
 the tokens that end a completion, and the log-probs of completions given prompts (``completion_logits``
-and ``gather_logprobs``), which the learner trains through and the ``hf`` engine samples with.
+and ``gather_logprobs``), which the learner trains through and the ``hf`` engine samples with, or lying
+inside whole sequences (``sequence_logits``: a chat trajectory forwarded once).
 
 torch and transformers are imported inside the functions that need them, so a room that only reads a
 tokenizer or checks a folder (the ``sglang`` engine, the config) does not load torch by importing this.
@@ -217,6 +218,9 @@ def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: l
     positions = torch.arange(length).expand(len(sequences), -1)
     out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
                 logits_to_keep=keep.to(device), use_cache=False)
+    if out.logits.dim() != 2 or out.logits.shape[0] != int(keep.sum()):  # a model that ignores the mask
+        raise ValueError(f"{type(model).__name__} does not take logits_to_keep as a boolean mask (transformers "
+                         "5.25 does); turn learner.sequence_rows off")
     logits = _at_least_float32(out.logits[where.to(device)])  # (N, V) kept -> (K, C, V)
     return logits, targets.to(device), mask.to(device)
 

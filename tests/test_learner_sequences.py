@@ -144,6 +144,25 @@ def test_float32_sequence_rows_give_the_turn_rows_gradient_within_rounding(tiny_
     assert_same_gradient(once_grad, turns_grad, 1e-5)  # seen: 2.3e-7 of the largest gradient entry
 
 
+def test_lora_sequence_rows_give_the_turn_rows_gradient(tiny_policy_dir):
+    """Through peft's wrapper, and the reference as the model with its adapters off (kl_coef > 0)."""
+    pytest.importorskip("peft")
+    from prover.config import LoraConfig
+
+    def lora_update(sequence_rows: bool) -> tuple[dict, dict[str, torch.Tensor]]:
+        torch.manual_seed(0)  # fresh adapters draw A at random: the same A in both
+        learner = Learner(tiny_policy_dir, LearnerConfig(lr=1e-3, grad_clip=1e9, kl_coef=0.1, micro_batch_rows=4,
+                                                         sequence_rows=sequence_rows),
+                          max_completion_tokens=6, lora=LoraConfig(enabled=True, rank=4, alpha=8.0))
+        stats = learner.update(*batch_of(chats()))
+        return stats, {k: p.grad.clone() for k, p in learner.unwrapped().named_parameters() if p.requires_grad}
+
+    (turns, turns_grad), (once, once_grad) = lora_update(False), lora_update(True)
+    assert once["learner/sequence_rows"] == 3 and turns["learner/sequence_rows"] == 0
+    assert once["learner/pg_loss"] == pytest.approx(turns["learner/pg_loss"], rel=1e-5)
+    assert_same_gradient(once_grad, turns_grad, 1e-5)
+
+
 def test_a_trajectory_cut_into_pieces_keeps_its_gradient(tiny_policy_dir, float64_norms):
     whole, whole_grad = update(tiny_policy_dir, chats(), micro_batch_rows=64)  # each chat one row
     cut, cut_grad = update(tiny_policy_dir, chats(), micro_batch_rows=2, max_row_tokens=25)
