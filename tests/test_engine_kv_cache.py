@@ -246,3 +246,24 @@ def test_prefix_cache_mb_is_an_engine_setting():
     assert HFEngine.validate_kwargs({"prefix_cache_mb": 0}).prefix_cache_mb == 0
     with pytest.raises(ConfigError, match="prefix_cache_mb"):
         HFEngine.validate_kwargs({"prefix_cache_mb": -1})
+
+
+@pytest.mark.slow
+def test_smollm2_chats_are_the_same_with_the_cache_and_without():
+    """A real chat model (SmolLM2-135M-Instruct from ``prover convert-gguf``, float32): three append-only
+    turns of rows of different lengths and a duplicate, greedy, the cache on and off."""
+    from prover.errors import ConfigError
+    from prover.judges.gguf_convert import convert
+
+    try:
+        folder, _ = convert()  # once per machine: ~/.cache/prover/models/smollm2-135m-instruct
+    except ConfigError as exc:
+        pytest.skip(f"{exc} (the README's test command installs it with --no-deps)")
+    pair = HFEngine(folder, device="cpu"), HFEngine(folder, device="cpu", share_prefixes=False)
+    a, b = first_prompts(pair[0].tokenizer, "pivot-sim", 2)
+    for _, (got, want) in chat_turns(pair, [a, b, b[:-9]], 3, SamplingParams(max_new_tokens=12, temperature=0.0)):
+        for x, y in zip(got, want):
+            assert x.token_ids == y.token_ids
+            np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-4)
+    counts = pair[0].take_counts()
+    assert counts["cost/cached_tokens"] > counts["cost/prefill_tokens"]
