@@ -168,14 +168,14 @@ def phase_rl(meter: Meter, warm: Path, eval_episodes: int) -> tuple[dict, tuple]
 def step_floor(warm: Path, context: int = 128, reps: int = 20) -> dict:
     """Milliseconds of one decode step (1 new token after ``context`` cached ones) for 1 and 64 rows: the
     fixed cost of a step against the cost of its rows."""
-    from prover.engines.prefix import _cache_of, cache_kwarg
+    from prover.engines.prefix import cache_kwarg, cache_of
     from prover.modeling import load_model
 
     model = load_model(warm).eval()
     out = {}
     for rows in (1, 64):
         ids = torch.randint(3, 500, (rows, context))
-        cache = _cache_of(model(input_ids=ids, use_cache=True))
+        cache = cache_of(model(input_ids=ids, use_cache=True))
         best = float("inf")
         for _ in range(reps):  # as generate steps: the cache grows by the new token each time
             n = cache.get_seq_length()

@@ -3,7 +3,9 @@
     python benchmarks/prefix_sharing.py [--env pivot-sim] [--model PATH] [--new-tokens 32] [--repeats 5]
 
 Three calls of 16 prompts, each made by two engines on the same weights, ``share_prefixes`` on and off (the
-run's default tiny policy, built from the env's text, unless --model names a checkpoint folder):
+run's default tiny policy, built from the env's text, unless --model names a checkpoint folder). The prefix
+cache kept across calls is off in both (``prefix_cache_mb=0``: the repeats would hit it);
+benchmarks/kv_cache.py measures it:
 
 - turn 0: 4 groups x 4 episodes, each group one task's first prompt (exact duplicates);
 - branch: K=4 continuations from each of 4 boundaries at turn 3 (exact duplicates, with history);
@@ -94,7 +96,7 @@ def main() -> None:
             from prover.policy.tiny import build_tiny_policy
 
             folder = build_tiny_policy(lambda: make_env(args.env), tmp)  # the run's defaults (model.tiny)
-        on = HFEngine(folder, device=args.device)
+        on = HFEngine(folder, device=args.device, prefix_cache_mb=0)  # within a call only: repeats would hit it
         off = HFEngine(folder, device=args.device, share_prefixes=False)
         print(f"{args.env}, {folder if args.model else 'tiny policy'} on {args.device} ({on.sharing} sharing)")
         for name, prompts in calls(on.tokenizer, args.env).items():

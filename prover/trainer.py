@@ -95,7 +95,8 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     mine = [t.won for g in batch.groups for t in g.trajectories]
     won = [w for part in ranks.gather(mine) for w in part] if ranks else mine
     record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes)}
-    return record, batch
+    counts = engine_counts(rollout.engine, "eval")  # cost/eval_prompt_tokens, its prefilled and cached shares
+    return record | (ranks.merged(counts) if ranks else counts), batch
 
 
 def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:

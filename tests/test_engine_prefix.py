@@ -1,5 +1,6 @@
-"""The ``hf`` engine's shared prefixes (``prover.engines.prefix``): the same greedy tokens and log-probs as
-without sharing, the same sampling distribution, and honest prompt-token counts.
+"""The ``hf`` engine's shared prefixes within one call (``prover.engines.prefix``): the same greedy tokens and
+log-probs as without sharing, the same sampling distribution, and honest prompt-token counts. The prefix
+cache kept across calls is off here (``prefix_cache_mb=0``); tests/test_engine_kv_cache.py tests it.
 
 The model is the tiny policy with its weights redrawn larger: at its own small init every prompt's next
 token is near uniform and nearly the same, so a row that got another prompt's cache would go unseen.
@@ -15,7 +16,7 @@ import torch
 from scipy.stats import chisquare
 
 from prover.engines.hf import HFEngine
-from prover.engines.prefix import MIN_COMMON_PREFIX, common_prefix_length, layout, plan_sharing
+from prover.engines.prefix import MIN_COMMON_PREFIX, common_prefix_length, layout, plan_duplicates
 from prover.envs import make_env
 from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
@@ -36,7 +37,8 @@ def first_prompts(tok, env_name: str, n: int) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def engines(tiny_policy_dir):
     """(sharing on, sharing off), with the same sharpened weights."""
-    on, off = HFEngine(tiny_policy_dir, device="cpu"), HFEngine(tiny_policy_dir, device="cpu", share_prefixes=False)
+    on = HFEngine(tiny_policy_dir, device="cpu", prefix_cache_mb=0)
+    off = HFEngine(tiny_policy_dir, device="cpu", share_prefixes=False)
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in on.model.parameters():
@@ -113,7 +115,8 @@ def test_counts_say_how_many_prompt_tokens_were_computed(engines, prompts):
     g, params = 4, SamplingParams(max_new_tokens=2, temperature=0.0)
     on.take_counts()
     on.generate([a] * g, params)  # every row the same: all but the last token once, the last on each row
-    assert on.take_counts() == {"cost/prompt_tokens": g * len(a), "cost/cached_tokens": g * len(a) - (len(a) - 1 + g),
+    assert on.take_counts() == {"cost/prompt_tokens": g * len(a), "cost/prefill_tokens": len(a) - 1 + g,
+                                "cost/cached_tokens": g * len(a) - (len(a) - 1 + g),
                                 "engine/cached_ratio": pytest.approx(1 - (len(a) - 1 + g) / (g * len(a)))}
     on.generate([a] * g + [b], params)  # the header once, each distinct rest once, each last token
     lcp = common_prefix_length([a, b])
@@ -122,6 +125,7 @@ def test_counts_say_how_many_prompt_tokens_were_computed(engines, prompts):
     counts = on.take_counts()
     assert counts["cost/prompt_tokens"] == g * len(a) + len(b)
     assert counts["cost/cached_tokens"] == g * len(a) + len(b) - computed
+    assert counts["cost/prefill_tokens"] == computed
     off.generate([a] * g + [b], params)
     assert off.take_counts()["cost/cached_tokens"] == 0
     assert on.take_counts()["cost/prompt_tokens"] == 0  # counts are since the last call
@@ -140,16 +144,19 @@ class FirstInputs:
 
 
 def test_logits_processors_see_left_padded_prompts(engines, prompts):
-    """With processors, a chunk shares duplicates only: its prompt columns are left padded, as without sharing."""
+    """With processors, a chunk still shares its header and duplicates, and the processors see its prompt
+    columns left padded, as without sharing (the shared KV is laid out that way before generate)."""
     on, off = engines
     rows = batch(prompts, "groups")
     seen = FirstInputs()
     params = SamplingParams(max_new_tokens=4, temperature=0.0)
+    on.generate(rows, params)
+    without = on.take_counts()["cost/cached_tokens"]
     shared = on.generate(rows, params, logits_processor=lambda: [seen])
-    padded, _ = layout(rows, 0, on.pad_id)
+    padded, _ = layout(rows, on.pad_id)
     assert sorted(map(tuple, seen.ids[:, :padded.shape[1]].tolist())) == sorted(map(tuple, padded.tolist()))
     repeats = sum(len(r) - 1 for r in rows) - sum(len(r) - 1 for r in {tuple(r) for r in rows})
-    assert on.take_counts()["cost/cached_tokens"] == repeats  # no header shared
+    assert on.take_counts()["cost/cached_tokens"] == without > repeats  # the header shared too
     assert [g.token_ids for g in shared] == [g.token_ids for g in off.generate(rows, params)]
     off.take_counts()
 
@@ -187,7 +194,7 @@ def test_models_without_plain_full_attention_share_duplicates_only(tiny_policy_d
             p.mul_(4.0 if p.dim() >= 2 else 1.0)
     model.save_pretrained(tmp_path)
     on, off = HFEngine(tmp_path, device="cpu"), HFEngine(tmp_path, device="cpu", share_prefixes=False)
-    assert on.sharing == "duplicates"
+    assert on.sharing == "duplicates" and on.prefix_cache is None  # no cache across calls either
     a, b, c = first_prompts(on.tokenizer, "pivot-sim", 3)
     rows, params = [a, b, a, c, b, a], SamplingParams(max_new_tokens=8, temperature=0.0)
     shared, plain = on.generate(rows, params), off.generate(rows, params)
@@ -198,22 +205,16 @@ def test_models_without_plain_full_attention_share_duplicates_only(tiny_policy_d
         np.testing.assert_allclose(s.logprobs, p.logprobs, atol=1e-5)
 
 
-def test_plan_shares_only_what_saves_prefill():
-    header = list(range(100, 100 + MIN_COMMON_PREFIX))
-    assert plan_sharing([[1, 2, 3], [4, 5, 6]], "prefix") is None  # distinct, no header
-    assert plan_sharing([header + [1], header + [2]], "none") is None
-    assert plan_sharing([header + [1], header + [2]], "duplicates") is None
-    plan = plan_sharing([header + [1], header + [2, 3], header + [1]], "prefix")
-    assert (plan.lcp, plan.firsts, plan.inverse) == (MIN_COMMON_PREFIX, [0, 1], [0, 1, 0])
-    assert plan_sharing([header[:-1] + [1], header[:-1] + [2]], "prefix") is None  # header too short to pay
-    assert plan_sharing([[7], [7]], "prefix") is None  # one token each: generate runs it on every row anyway
+def test_duplicate_plans_share_only_what_saves_prefill():
+    assert plan_duplicates([[1, 2, 3], [4, 5, 6]]) is None  # distinct
+    plan = plan_duplicates([[1, 2], [3, 4, 5], [1, 2]])
+    assert (plan.firsts, plan.inverse, plan.computed) == ([0, 1], [0, 1, 0], [2, 3, 1])
+    assert plan_duplicates([[7], [7]]) is None  # one token each: generate runs it on every row anyway
     assert common_prefix_length([[1, 2, 3], [1, 2, 4, 5], [1, 2]]) == 2
 
 
-def test_layout_puts_the_shared_prefix_first_and_the_rest_last():
-    ids, attn = layout([[1, 2, 3, 4], [1, 2, 5]], 2, pad_id=0)
-    assert ids.tolist() == [[1, 2, 3, 4], [1, 2, 0, 5]] and attn.tolist() == [[1, 1, 1, 1], [1, 1, 0, 1]]
-    ids, attn = layout([[1, 2, 3, 4], [1, 2, 5]], 0, pad_id=0)  # plain left padding
+def test_layout_left_pads():
+    ids, attn = layout([[1, 2, 3, 4], [1, 2, 5]], pad_id=0)
     assert ids.tolist() == [[1, 2, 3, 4], [0, 1, 2, 5]] and attn.tolist() == [[1, 1, 1, 1], [0, 1, 1, 1]]
 
 

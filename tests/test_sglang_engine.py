@@ -192,6 +192,7 @@ def test_cached_tokens_count_a_seen_prefix_and_a_sync_clears_them(server, tiny_p
     assert eng.take_counts() == pytest.approx({
         "cost/engine_requests": 3, "cost/prompt_tokens": 2 * len(p) + len(longer),
         "cost/cached_tokens": 2 * len(p) + len(first.token_ids) - 2,
+        "cost/prefill_tokens": len(longer) - len(first.token_ids) + 2,  # requested less cached
         "engine/cached_ratio": (2 * len(p) + len(first.token_ids) - 2) / (2 * len(p) + len(longer)),
         "cost/engine_retries": 0})
     assert eng.take_counts()["cost/engine_requests"] == 0

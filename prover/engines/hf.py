@@ -1,41 +1,67 @@
 """The ``hf`` engine: transformers ``generate`` on CPU or one GPU, token ids in and out.
 
 Loading the policy folder and the log-probs of completions come from ``prover.modeling``, which the
-learner trains through too. Prompts of one call that share a prefix (duplicates, a common header) have it
-prefilled once (``prover.engines.prefix``; ``engine.kwargs.share_prefixes=false`` turns it off).
+learner trains through too. A prompt's KV is computed once: prompts of one call that share a prefix
+(duplicates, a common header) have it prefilled once, and the engine keeps each row's prompt and completion
+KV across calls in a bounded prefix cache, so a chat's next turn, a group's episodes and a branch point's
+continuations prefill only their new tokens (``prover.engines.prefix``, ``prover.engines.kv_cache``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from prover.engines.base import Engine
-from prover.engines.prefix import cache_kwarg, layout, plan_sharing, prefill, sharing_mode
+from prover.engines.kv_cache import PrefixCache, row_columns
+from prover.engines.prefix import (
+    cache_kwarg,
+    cache_layers,
+    cache_of,
+    layout,
+    plan_duplicates,
+    prefill_duplicates,
+    prefill_from,
+    sharing_mode,
+)
 from prover.errors import CapabilityError
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer, model_positions, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
+
+PREFIX_CACHE_MB = ("Most MiB of KV the engine keeps across generate calls, to serve later prompts' prefixes "
+                   "(a chat's next turn, a group's episodes, a branch point's continuations); least recently "
+                   "used entries go first; 0 keeps none. Full-attention models only.")
 
 
 class HFEngine(Engine):
     """Sampling with ``model.generate``; log-probs are of the temperature-scaled distribution.
     ``engine.kwargs`` are the constructor's keyword arguments (``Engine.validate_kwargs``).
 
-    ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``).
-    Greedy outputs are the same either way, up to float rounding in the prefill; sampled ones are equal in
-    distribution. With a seed, a chunk draws the same random numbers either way, but which prompts share a
-    chunk differs (sharing sorts equal prompts together), and rounding can flip a draw at a near-tie."""
+    ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``);
+    false turns every reuse of KV off, the prefix cache's too.
+    ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
+    across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt; its
+    least recently used entries go first; cleared by ``update_weights``; 0 keeps nothing across calls. Only
+    models whose every layer is full attention keep one: on sliding-window or recurrent (linear-attention)
+    models, e.g. Qwen3.5, only exact duplicates within a chunk are shared.
+
+    Greedy outputs are the same with and without either, up to float rounding in the prefill; sampled ones
+    are equal in distribution. With a seed, a chunk draws the same random numbers either way, but which
+    prompts share a chunk differs (sharing sorts equal prompts together), and rounding can flip a draw at a
+    near-tie."""
 
     name = "hf"
     own_weights = True
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
-                 batch_size: int = 64, share_prefixes: bool = True) -> None:
+                 batch_size: int = 64, share_prefixes: bool = True,
+                 prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
         self.model = load_model(model_path, dtype, self.device).eval()
@@ -45,6 +71,8 @@ class HFEngine(Engine):
         self.pad_id = self.tokenizer.pad_token_id
         self.sharing = sharing_mode(self.model, self.device) if share_prefixes else "none"
         self.cache_kwarg = cache_kwarg(self.model)
+        keep = self.sharing == "prefix" and prefix_cache_mb > 0
+        self.prefix_cache = PrefixCache(prefix_cache_mb * 2**20) if keep else None
         self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
 
     @torch.no_grad()
@@ -67,18 +95,28 @@ class HFEngine(Engine):
                 results[i] = gen
         return results  # type: ignore[return-value]
 
+    def _prefill(self, prompts: list[list[int]]) -> tuple[dict[str, Any], list[int]]:
+        """``generate``'s cache keyword (empty when nothing is prefilled) and the prompt tokens run for each
+        row; the rows are laid out left padded either way."""
+        if self.sharing == "prefix":
+            store = self.prefix_cache or PrefixCache(None)  # without a kept cache, a scratch one for the chunk
+            done = prefill_from(self.model, prompts, store, self.cache_kwarg)
+            return ({self.cache_kwarg: done.cache} if done.cache is not None else {}), done.computed
+        plan = plan_duplicates(prompts) if self.sharing == "duplicates" else None
+        if plan is None:
+            return {}, [len(p) for p in prompts]
+        ids, attn = (t.to(self.device) for t in layout(prompts, self.pad_id))
+        return {self.cache_kwarg: prefill_duplicates(self.model, ids, attn, plan, self.cache_kwarg)}, plan.computed
+
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams,
                         processors: list[Any] | None = None) -> list[Generation]:
-        # a processor may read the prompt's columns: keep them as they were (left padded) under one
-        mode = "duplicates" if processors and self.sharing == "prefix" else self.sharing
-        plan = plan_sharing(prompts, mode)
-        ids, attn = layout(prompts, plan.lcp if plan else 0, self.pad_id)
+        cache, computed = self._prefill(prompts)  # generate continues from it: it runs each row's last token
+        ids, attn = layout(prompts, self.pad_id)
         ids, attn, length = ids.to(self.device), attn.to(self.device), ids.shape[1]
-        requested = sum(len(p) for p in prompts)
-        self.counts["prompt_tokens"] += requested
-        self.counts["computed_tokens"] += plan.computed if plan else requested
+        self.counts["prompt_tokens"] += sum(len(p) for p in prompts)
+        self.counts["computed_tokens"] += sum(computed)
         sample = params.temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sample}
+        kwargs: dict[str, Any] = {"do_sample": sample, **cache}
         if sample:  # sampling flags only when sampling (transformers warns otherwise)
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
         stops = list(params.stop_token_ids) or self.stop_ids
@@ -86,8 +124,6 @@ class HFEngine(Engine):
             from transformers import LogitsProcessorList
 
             kwargs["logits_processor"] = LogitsProcessorList(processors)
-        if plan:  # generate continues from the shared cache: it runs only each row's last token
-            kwargs[self.cache_kwarg] = prefill(self.model, ids, attn, plan, self.cache_kwarg)
         out = self.model.generate(input_ids=ids, attention_mask=attn,
                                   max_new_tokens=params.max_new_tokens, eos_token_id=stops,
                                   pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,
@@ -104,8 +140,21 @@ class HFEngine(Engine):
             end = next((k for k, t in enumerate(toks) if t in stop_set), None)
             n = len(toks) if end is None else end + 1
             gens.append(Generation(token_ids=toks[:n], logprobs=logps[i, :n].tolist(),
-                                   finish_reason="length" if end is None else "stop"))
+                                   finish_reason="length" if end is None else "stop",
+                                   cached_tokens=len(prompts[i]) - computed[i]))
+        if self.prefix_cache is not None:
+            self._keep(prompts, gens, cache_of(out), length, new.shape[1])
         return gens
+
+    def _keep(self, prompts: list[list[int]], gens: list[Generation], cache: Any, length: int, steps: int) -> None:
+        """Put each row's prompt and completion columns in the prefix cache: all that generate ran, which
+        is every token but the last one it sampled (never fed back), and nothing after a row stopped."""
+        layers = cache_layers(cache)
+        for i, (prompt, gen) in enumerate(zip(prompts, gens)):
+            fed = min(len(gen.token_ids), steps - 1)
+            start = length - len(prompt)
+            self.prefix_cache.put(prompt + gen.token_ids[:fed],  # type: ignore[union-attr]
+                                  lambda i=i, start=start, fed=fed: row_columns(layers, i, start, length + fed))
 
     @torch.no_grad()
     def logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list[np.ndarray]:
@@ -114,11 +163,13 @@ class HFEngine(Engine):
         return [lp[i][mask[i]].cpu().numpy() for i in range(len(prompts))]
 
     def take_counts(self) -> dict[str, float]:
-        """Prompt tokens since the last call, and those whose prefill another row's served (under the names
-        the ``sglang`` engine gives its servers' prefix-cache hits)."""
+        """Prompt tokens since the last call: requested, prefilled (run by the model) and served from KV
+        computed before (the prefix cache, or another row of the call), under the names the ``sglang``
+        engine gives its servers' prefix-cache hits."""
         prompt, computed = self.counts["prompt_tokens"], self.counts["computed_tokens"]
         self.counts = dict.fromkeys(self.counts, 0)
-        return {"cost/prompt_tokens": float(prompt), "cost/cached_tokens": float(prompt - computed),
+        return {"cost/prompt_tokens": float(prompt), "cost/prefill_tokens": float(computed),
+                "cost/cached_tokens": float(prompt - computed),
                 "engine/cached_ratio": (prompt - computed) / prompt if prompt else 0.0}
 
     def update_weights(self, learner: Any) -> None:
@@ -128,3 +179,5 @@ class HFEngine(Engine):
             raise CapabilityError("the hf engine needs the full weights in every process, but this learner is "
                                   "sharded (FSDP or ZeRO-3); use engine.name=sglang")
         self.model.load_state_dict(state)
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()  # every kept column was computed by the old weights

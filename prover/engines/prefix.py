@@ -1,25 +1,24 @@
-"""Shared prompt prefixes in the ``hf`` engine: prefilled once, their KV cache copied to the rows that share them.
+"""How the ``hf`` engine fills each row's prompt KV before ``model.generate``: once per distinct prefix,
+reused from its prefix cache (``prover.engines.kv_cache``) where it can.
 
-What is shared, within one chunk (``batch_size`` prompts) of one ``generate`` call:
+On models whose every layer is full attention over a ``DynamicCache`` (``sharing_mode`` says ``prefix``),
+for one chunk (``batch_size`` prompts) of one ``generate`` call:
 
-- exact duplicate prompts (a group's episodes at turn 0, a branch point's K continuations): each distinct
-  prompt is prefilled once and its cache rows are copied to its duplicates;
-- the longest common prefix of all the chunk's prompts (the system prompt and instructions every prompt
-  starts with), prefilled once for the whole chunk, on models whose every layer is full attention over a
-  ``DynamicCache``. Rows are then laid out ``[prefix, pad..., rest]`` rather than ``[pad..., prompt]`` so
-  that the prefix sits in the same columns of every row; the pads in the middle are masked keys, exactly
-  as left pads are, and positions come from the attention mask, so every real token keeps its position.
+- each row needs the KV of its prompt but its last token (``model.generate`` runs that one on every row
+  itself, for the row's first logits, so sampling, logits processors and stopping are transformers' own);
+- exact duplicates need it once; the longest prefix of all the chunk's distinct prompts (a system prompt,
+  a task header) is prefilled once on one row when it is ``MIN_COMMON_PREFIX`` tokens past what the cache
+  already holds, and kept in the cache for the rows to find;
+- each distinct row takes the longest prefix the cache holds and prefills only the rest, the rows batched:
+  cached columns right-aligned to one column, the rests after it (right padded), positions from the count
+  of real tokens before each, so every token keeps its position;
+- the rows are then laid out left padded, as without any sharing, into one ``DynamicCache`` one column
+  narrower than the prompts, which ``generate`` continues.
 
-What is not shared: a prefix common to only some of the chunk's prompts (a group's task header at later
-turns), anything across chunks or across calls (no cache outlives a chunk), and the last token of every
-prompt, which ``model.generate`` runs on each row itself to get that row's first logits (so sampling,
-logits processors and stopping are transformers' own, unchanged).
-
-A chunk with logits processors (a grammar) shares duplicates only: a processor may read the prompt's
-columns, and should not find pads between the prefix and the rest there.
-
-Sliding-window layers count columns, not tokens, and recurrent layers carry pads through their state, so
-on such models only exact duplicates are shared (their rows keep the plain left-padded layout); a model
+The cache outlives the call when the engine keeps one (``prefix_cache_mb``); otherwise a scratch cache
+serves the chunk alone. Sliding-window layers count columns, not tokens, and recurrent layers carry pads
+through their state, so on such models only exact duplicates are shared (``plan_duplicates``: each distinct
+prompt prefilled once, its cache rows copied to its duplicates, in the plain left-padded layout); a model
 whose cache is not a ``DynamicCache``, or that asks for its own ``cache_implementation``, shares nothing.
 """
 
@@ -31,6 +30,8 @@ from typing import Any
 
 import torch
 
+from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
+
 # Below this many tokens a chunk-wide common prefix (the chat template's opening tokens) saves less than
 # the extra forward pass costs; duplicates are shared whatever their length.
 MIN_COMMON_PREFIX = 16
@@ -38,13 +39,20 @@ MIN_COMMON_PREFIX = 16
 
 @dataclass
 class SharePlan:
-    """How a chunk's prompts share their prefill."""
+    """Which rows of a chunk prefill their prompt (on a model that shares exact duplicates only)."""
 
-    lcp: int  # leading tokens every row shares, prefilled once (0: none)
     firsts: list[int]  # the row of each distinct prompt's first occurrence
     inverse: list[int]  # for each row, the index in ``firsts`` of its prompt
-    requested: int  # prompt tokens asked for (the sum of the prompts' lengths)
-    computed: int  # prompt tokens the model runs: the prefix once, each distinct rest once, every last token
+    computed: list[int]  # for each row, the prompt tokens run for it
+
+
+@dataclass
+class Prefilled:
+    """The KV of every row's prompt but its last token, laid out left padded (None when every prompt is one
+    token), and the prompt tokens run for each row (its last token included)."""
+
+    cache: Any
+    computed: list[int]
 
 
 def cache_kwarg(model: Any) -> str:
@@ -53,14 +61,27 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def _cache_of(out: Any) -> Any:
+def cache_of(out: Any) -> Any:
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
+def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's (keys, values), (batch, kv_heads, columns, head_dim), of a ``DynamicCache``."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))  # transformers 4
+
+
+def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    from transformers import DynamicCache
+
+    return DynamicCache(layers)  # (ddp_cache_data): one full-attention layer per (keys, values)
+
+
 @torch.no_grad()
 def sharing_mode(model: Any, device: str) -> str:
-    """What this model can share: ``prefix`` (duplicates and a common prefix), ``duplicates``, or ``none``.
+    """What this model can share: ``prefix`` (cached prefixes of any length), ``duplicates``, or ``none``.
     Decided once, from the cache a one-token forward pass builds (layer types are not in every config)."""
     if getattr(getattr(model, "generation_config", None), "cache_implementation", None):
         return "none"  # the model wants its own cache class; a DynamicCache of ours could break it
@@ -68,7 +89,7 @@ def sharing_mode(model: Any, device: str) -> str:
         out = model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device), use_cache=True, logits_to_keep=1)
     except (TypeError, ValueError, AttributeError, RuntimeError):  # a forward of its own (remote code)
         return "none"
-    cache = _cache_of(out)
+    cache = cache_of(out)
     if type(cache).__name__ != "DynamicCache" or not hasattr(cache, "reorder_cache"):
         return "none"
     layers = getattr(cache, "layers", None)
@@ -87,42 +108,14 @@ def common_prefix_length(prompts: list[list[int]]) -> int:
     return n
 
 
-def plan_sharing(prompts: list[list[int]], mode: str) -> SharePlan | None:
-    """The plan for one chunk, or None when it shares nothing (then the chunk takes the plain path)."""
-    if mode == "none" or len(prompts) < 2 or min(len(p) for p in prompts) < 1:
-        return None
-    seen: dict[tuple[int, ...], int] = {}
-    firsts, inverse = [], []
-    for i, p in enumerate(prompts):
-        key = tuple(p)
-        if key not in seen:
-            seen[key] = len(firsts)
-            firsts.append(i)
-        inverse.append(seen[key])
-    lcp = 0
-    if mode == "prefix":
-        # every row keeps at least its last token for generate to run
-        lcp = min(common_prefix_length(prompts), min(len(p) for p in prompts) - 1)
-        lcp = lcp if lcp >= MIN_COMMON_PREFIX else 0
-    requested = sum(len(p) for p in prompts)
-    computed = lcp + sum(len(prompts[i]) - lcp - 1 for i in firsts) + len(prompts)
-    if computed >= requested:
-        return None
-    return SharePlan(lcp, firsts, inverse, requested, computed)
-
-
-def layout(prompts: list[list[int]], lcp: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids and attention mask, rows ``[prompt[:lcp], pad..., prompt[lcp:]]``: with ``lcp=0`` the
-    plain left padding, so every row's last token sits in the last column."""
+def layout(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and attention mask, left padded: every row's last token in the last column."""
     length = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), length), pad_id, dtype=torch.long)
     attn = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
-        rest = p[lcp:]
-        ids[i, :lcp] = torch.tensor(p[:lcp], dtype=torch.long)
-        ids[i, length - len(rest):] = torch.tensor(rest, dtype=torch.long)
-        attn[i, :lcp] = 1
-        attn[i, length - len(rest):] = 1
+        ids[i, length - len(p):] = torch.tensor(p, dtype=torch.long)
+        attn[i, length - len(p):] = 1
     return ids, attn
 
 
@@ -131,28 +124,111 @@ def positions(attn: torch.Tensor) -> torch.Tensor:
     return (attn.cumsum(-1) - 1).masked_fill(attn == 0, 0)
 
 
+# -- models that share exact duplicates only (sliding windows, recurrent layers) --------------------------
+def plan_duplicates(prompts: list[list[int]]) -> SharePlan | None:
+    """Each distinct prompt's first row, and every row's distinct prompt; None when all are distinct."""
+    seen: dict[tuple[int, ...], int] = {}
+    firsts, inverse = [], []
+    for i, p in enumerate(prompts):
+        key = tuple(p)
+        if key not in seen:
+            seen[key] = len(firsts)
+            firsts.append(i)
+        inverse.append(seen[key])
+    if len(firsts) == len(prompts) or min(len(p) for p in prompts) < 2:
+        return None
+    first_rows = set(firsts)
+    return SharePlan(firsts, inverse, [len(p) if i in first_rows else 1 for i, p in enumerate(prompts)])
+
+
 @torch.no_grad()
-def prefill(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan, kwarg: str) -> Any:
-    """The KV cache of every row's prompt but its last column, computed as ``plan`` says: the common prefix
-    on one row, copied to the distinct prompts; their rests on one row each, copied to the duplicates.
-    ``ids`` and ``attn`` are on the model's device, laid out by ``layout(prompts, plan.lcp, ...)``."""
-    pos = positions(attn)
-    width, lcp = ids.shape[1] - 1, plan.lcp  # generate runs the last column itself, on every row
+def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan, kwarg: str) -> Any:
+    """The KV cache of every row's prompt but its last column, each distinct prompt's on one row and copied
+    to its duplicates. ``ids`` and ``attn`` are on the model's device, laid out by ``layout``."""
+    width = ids.shape[1] - 1  # generate runs the last column itself, on every row
     firsts = torch.tensor(plan.firsts, dtype=torch.long, device=ids.device)
-    cache = None
-    if lcp:
-        cache = _forward(model, ids[:1, :lcp], attn[:1, :lcp], pos[:1, :lcp], None, kwarg)
-        cache.reorder_cache(torch.zeros_like(firsts))  # one copy per distinct prompt
-    if width > lcp:
-        rows = (ids[firsts, lcp:width], attn[firsts, :width], pos[firsts, lcp:width])
-        cache = _forward(model, *rows, cache, kwarg)
+    out = model(input_ids=ids[firsts, :width], attention_mask=attn[firsts, :width],
+                position_ids=positions(attn[firsts, :width]), use_cache=True, logits_to_keep=1)
+    cache = cache_of(out)
     # beam search's row selection: every cache layer has it (linear-attention states too)
     cache.reorder_cache(torch.tensor(plan.inverse, dtype=torch.long, device=ids.device))
     return cache
 
 
-def _forward(model: Any, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, cache: Any, kwarg: str) -> Any:
-    """Run ``ids`` after what ``cache`` holds (``attn`` covers both); returns the grown cache."""
-    extra = {kwarg: cache} if cache is not None else {}
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1, **extra)
-    return cache if cache is not None else _cache_of(out)
+# -- full attention: prefixes from the cache, the rest batched -------------------------------------------
+@torch.no_grad()
+def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg: str) -> Prefilled:
+    """Every row's prompt KV but its last token, from ``store`` where it holds a prefix, the rest computed
+    (once per distinct prompt; the chunk's common prefix once, kept in ``store``)."""
+    heads = [p[:-1] for p in prompts]
+    computed = [1] * len(prompts)  # every row's last token, run by generate
+    firsts: dict[tuple[int, ...], int] = {}
+    for i, h in enumerate(heads):
+        firsts.setdefault(tuple(h), i)
+    distinct = [i for i in firsts.values() if heads[i]]
+    if len(distinct) > 1:
+        share = common_prefix_length([heads[i] for i in distinct])
+        held = max(store.match(heads[i])[1] for i in distinct)
+        if share - held >= MIN_COMMON_PREFIX:
+            header = heads[distinct[0]][:share]
+            (kv, ran), = extend(model, [header], store, kwarg)
+            store.put(header, lambda: kv)
+            computed[distinct[0]] += ran
+    by_head: dict[tuple[int, ...], KV | None] = {(): None}
+    for i, (kv, ran) in zip(distinct, extend(model, [heads[i] for i in distinct], store, kwarg)):
+        by_head[tuple(heads[i])] = kv
+        computed[i] += ran
+    return Prefilled(left_padded([by_head[tuple(h)] for h in heads], [len(h) for h in heads]), computed)
+
+
+def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
+    """Each of ``seqs``' KV, and how many of its tokens were run: the longest prefix ``store`` holds is
+    taken from it, the rests of all of them run in one batch."""
+    found = [store.match(s) for s in seqs]
+    reuse = [min(lcp, len(s)) for (_, lcp), s in zip(found, seqs)]
+    kvs = [truncated(e.kv, n) if e is not None and n else None for (e, _), n in zip(found, reuse)]
+    todo = [j for j, s in enumerate(seqs) if len(s) > reuse[j]]
+    if todo:
+        for j, kv in zip(todo, run_rests(model, [seqs[j] for j in todo], [kvs[j] for j in todo],
+                                         [reuse[j] for j in todo], kwarg)):
+            kvs[j] = kv
+    return [(kv, len(s) - n) for kv, s, n in zip(kvs, seqs, reuse)]  # type: ignore[misc]
+
+
+def run_rests(model: Any, seqs: list[list[int]], cached: list[KV | None], reuse: list[int], kwarg: str) -> list[KV]:
+    """Run ``seq[reuse:]`` of each row after its cached columns: those right-aligned to column C (the
+    longest), the rests from C on, right padded; returns each row's columns, cached and new."""
+    device = next(model.parameters()).device
+    width, rest = max(reuse), max(len(s) - n for s, n in zip(seqs, reuse))
+    ids = torch.zeros((len(seqs), rest), dtype=torch.long)
+    attn = torch.zeros((len(seqs), width + rest), dtype=torch.long)
+    pos = torch.zeros_like(ids)
+    for b, (s, n) in enumerate(zip(seqs, reuse)):
+        r = len(s) - n
+        ids[b, :r] = torch.tensor(s[n:], dtype=torch.long)
+        attn[b, width - n:width + r] = 1
+        pos[b, :r] = torch.arange(n, n + r)
+    extra = {kwarg: left_padded(cached, reuse, width)} if width else {}
+    out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
+                use_cache=True, logits_to_keep=1, **extra)
+    grown = cache_of(out)
+    layers = cache_layers(grown if grown is not None else extra[kwarg])
+    return [row_columns(layers, b, width - n, width + len(s) - n) for b, (s, n) in enumerate(zip(seqs, reuse))]
+
+
+def left_padded(kvs: list[KV | None], lengths: list[int], width: int | None = None) -> Any:
+    """One ``DynamicCache`` of ``width`` columns (default: the longest row) with row b's ``lengths[b]``
+    columns last and zeros (masked keys) before them; None when it would have no columns."""
+    width = max(lengths) if width is None else width
+    ref = next((kv for kv in kvs if kv is not None), None)
+    if not width or ref is None:
+        return None
+    layers = []
+    for layer, (k0, v0) in enumerate(ref):
+        keys = k0.new_zeros((len(kvs), k0.shape[0], width, k0.shape[2]))
+        values = v0.new_zeros((len(kvs), v0.shape[0], width, v0.shape[2]))
+        for b, (kv, n) in enumerate(zip(kvs, lengths)):
+            if n:
+                keys[b, :, width - n:], values[b, :, width - n:] = kv[layer]  # type: ignore[index]
+        layers.append((keys, values))
+    return dynamic_cache(layers)

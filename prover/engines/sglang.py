@@ -355,6 +355,7 @@ class SGLangEngine(Engine):
         c = self.counts
         out = {"cost/engine_requests": float(c["requests"]), "cost/prompt_tokens": float(c["prompt_tokens"]),
                "cost/cached_tokens": float(c["cached_tokens"]),
+               "cost/prefill_tokens": float(c["prompt_tokens"] - c["cached_tokens"]),  # as the hf engine names it
                "engine/cached_ratio": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0,
                "cost/engine_retries": float(sum(s.retried for s in self.servers))}
         self.counts = dict.fromkeys(c, 0)
