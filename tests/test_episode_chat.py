@@ -14,6 +14,7 @@ from prover.errors import ConfigError
 from prover.rollout import Rollout
 from prover.turn_prompts import agent_spec_for
 from prover.types import SamplingParams
+from test_engine_kv_cache import sharp_dir  # noqa: F401  (a fixture)
 from test_rollout import build_or_skip, one_name_per_env
 
 
@@ -200,3 +201,29 @@ def test_smollm2s_template_grows_by_appending_and_matches_its_own_rendering(smol
         assert tok.decode(grown, skip_special_tokens=False) == text
         assert grown == tok.encode(text, add_special_tokens=False)  # the same ids a fresh encoding gives
         prompt = grown
+
+
+def test_chat_rollouts_branches_and_evaluations_are_the_same_with_the_prefix_cache_off(sharp_dir):  # noqa: F811
+    """At temperature 0 the engine's prefix cache changes no token: rollouts, the Brancher's continuations
+    and an evaluation in a chat context, against an engine that reuses nothing (weights redrawn sharp, as in
+    test_engine_kv_cache, so that a wrong or stale column would change the output)."""
+    from prover.config import load_config
+    from prover.trainer import evaluate_policy
+
+    cfg = load_config(None, ["env.name=pivot-sim", "eval.episodes=4", "eval.temperature=0", "rollout.context=chat"])
+
+    def play(engine) -> tuple[list, dict]:
+        rollout = Rollout(lambda: make_env("pivot-sim"), engine, max_turns=5, context="chat",
+                          sampling=SamplingParams(max_new_tokens=8, temperature=0.0))
+        batch = rollout.run([1, 2], group_size=3, seed=0, record_snapshots=True)
+        trajs = [t for g in batch.groups for t in g.trajectories]
+        branches = rollout.continue_from([(t, 1) for t in trajs if len(t.turns) > 1] * 2, seed=3)
+        counts = engine.take_counts()  # the evaluation takes its own
+        _, held_out = evaluate_policy(cfg, rollout)
+        played = trajs + branches + [t for g in held_out.groups for t in g.trajectories]
+        return [[(t.prompt_ids, t.completion_ids) for t in tr.turns] for tr in played], counts
+
+    cached, counts = play(HFEngine(sharp_dir, device="cpu"))
+    plain, _ = play(HFEngine(sharp_dir, device="cpu", share_prefixes=False))
+    assert cached == plain
+    assert sum(len(tr) for tr in cached) > 20 and counts["cost/cached_tokens"] > 0.5 * counts["cost/prompt_tokens"]
