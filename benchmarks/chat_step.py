@@ -48,6 +48,16 @@ def default_model() -> str:
     return str(convert()[0])  # ~/.cache/prover/models/smollm2-135m-instruct, converted once
 
 
+def shape_of(model: str) -> dict:
+    """FLOPs per token of the model (benchmarks/flops.py), for the page's achieved FLOP/s."""
+    from dataclasses import asdict
+
+    from flops import ModelShape
+    from transformers import AutoConfig
+
+    return asdict(ModelShape.of(AutoConfig.from_pretrained(model)))
+
+
 def run(tree: Path, run_dir: Path, model: str, args: argparse.Namespace, extra: tuple[str, ...]) -> dict:
     argv = [sys.executable, "-m", "prover.cli", "train", *DOCUMENTED, f"model.path={model}", f"steps={args.steps}",
             f"rollout.max_turns={args.turns}", f"seed={args.seed}", f"run.dir={run_dir}", *extra]
@@ -76,7 +86,8 @@ def measure(args: argparse.Namespace) -> dict:
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
         window = run(ROOT, Path(tmp) / "window", model, args, ())
-    return {"before": args.before, "after": head.stdout.strip(), "model": Path(model).name, "steps": args.steps,
+    return {"before": args.before, "after": head.stdout.strip(), "model": Path(model).name, "shape": shape_of(model),
+            "steps": args.steps,
             "turns": args.turns, "threads": args.threads, "seed": args.seed, "command": DOCUMENTED,
             "runs": {"before": before, "after": after, "window": window}}
 

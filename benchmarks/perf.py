@@ -50,6 +50,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "perf"
 PAGE = ROOT / "docs" / "perf.md"
 SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell", "later-cell")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks/async_rollout.py
+KV_CACHE = ROOT / "benchmarks" / "results" / "kv_cache.json"  # benchmarks/kv_cache.py
+LEARNER_SEQUENCES = ROOT / "benchmarks" / "results" / "learner_sequences.json"  # benchmarks/learner_sequences.py
 
 
 # -- main: the README's main job, phase by phase --------------------------------------------------------
@@ -254,12 +256,15 @@ def main() -> None:
 
 
 def saved_results() -> dict:
-    """Every saved section, main_job_recipes.py's runs, sft_levers.py's and async_rollout.py's results, where
+    """Every saved section, main_job_recipes.py's runs, and the results of sft_levers.py, async_rollout.py and
+    the real-model scripts (chat_step.py, kv_cache.py, learner_sequences.py, bf16.py, llama_vs_hf.py), where
     they exist."""
-    results = {s: json.loads((RESULTS / f"{s}.json").read_text()) for s in (*SECTIONS, "recipes", "sft_levers")
+    results = {s: json.loads((RESULTS / f"{s}.json").read_text())
+               for s in (*SECTIONS, "recipes", "sft_levers", "chat-step", "bf16", "llama-vs-hf")
                if (RESULTS / f"{s}.json").is_file()}
-    if ASYNC.is_file():
-        results["async"] = json.loads(ASYNC.read_text())
+    for name, path in (("async", ASYNC), ("kv-cache", KV_CACHE), ("learner-sequences", LEARNER_SEQUENCES)):
+        if path.is_file():
+            results[name] = json.loads(path.read_text())
     return results
 
 

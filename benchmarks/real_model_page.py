@@ -1,0 +1,105 @@
+"""docs/perf.md's section on a real model (issue 43): SmolLM2-135M-Instruct in a chat context, rendered from
+the JSON that benchmarks/chat_step.py, kv_cache.py, learner_sequences.py, bf16.py and llama_vs_hf.py write."""
+
+from __future__ import annotations
+
+TITLE = "## A real model: SmolLM2-135M-Instruct as one growing chat"
+
+
+def step_table(res: dict) -> list[str]:
+    runs, r = res["runs"], res["ratios"]
+    lines = ["", f"docs/pretrained-policy.md's command (pivot-sim `full`, GRPO, 2 groups of 4 episodes, LoRA) with "
+             f"`rollout.max_turns={res['turns']}`, {res['steps']} steps, seed {res['seed']}, "
+             f"`OMP_NUM_THREADS={res['threads']}` each; `before` is {res['before']}'s tree and `after` this tree "
+             f"({res['after']}) with `rollout.context=chat`, both at once (`python benchmarks/chat_step.py "
+             f"--before {res['before']}`); `window` is this tree's default context, run after them alone.", "",
+             "| seconds over the steps | before (windowed, no cache, turn rows) | after (chat) | after / before | "
+             "window (this tree) |", "|---|---|---|---|---|"]
+    for phase in ("rollout", "learner", "sync", "step"):
+        b, a, w = (runs[k]["seconds"][phase] for k in ("before", "after", "window"))
+        lines.append(f"| {phase} | {b:.0f} | {a:.0f} | {a / b:.2f}x | {w:.0f} |")
+    lines.append(f"| turns an episode | {runs['before']['turns']:.1f} | {runs['after']['turns']:.1f} | | "
+                 f"{runs['window']['turns']:.1f} |")
+    lines += ["", f"**A step takes {r['step_after_over_before']:.2f}x the time it took** "
+              f"({1 / r['step_after_over_before']:.1f}x faster). Rollout prefill tokens computed per unique "
+              f"trajectory token: {r.get('window_prefill_per_unique', float('nan')):.2f} with windowed prompts, "
+              f"**{r.get('after_prefill_per_unique', float('nan')):.2f}** in the chat (below 1: a group's "
+              "episodes share their opening, prefilled once). Learner tokens forwarded per unique trajectory "
+              f"token: {r.get('window_learner_per_unique', float('nan')):.2f} with windowed prompts, "
+              f"**{r.get('after_learner_per_unique', float('nan')):.2f}** in the chat."]
+    return lines
+
+
+def flops_table(res: dict, peak: dict) -> list[str]:
+    """Achieved GFLOP/s of each run's rollout and learner against this CPU's one-thread peaks."""
+    from flops import ModelShape
+
+    shape = ModelShape(**res["shape"])
+    lines = ["", "Achieved GFLOP/s by phase (decoder and LM-head matrix FLOPs from the token counts: prefill and "
+             "decode tokens through the decoder, decode tokens through the LM head; the learner's forwarded tokens "
+             "3x for the backward pass, its loss tokens through the LM head; attention's products are not counted, "
+             "about a fifth more at these lengths), against the one-thread matrix-product peak "
+             f"({peak['float32']:.0f} GFLOP/s float32, {peak['bfloat16']:.0f} bfloat16, bf16.py):", "",
+             "| run | rollout GFLOP/s | % of fp32 peak | learner GFLOP/s | % of fp32 peak |", "|---|---|---|---|---|"]
+    for name in ("window", "after"):
+        run = res["runs"][name]
+        c, s = run["counts"], run["seconds"]
+        prefill = c["cost/rollout_prompt_tokens"] - c["cost/rollout_cached_tokens"]
+        gen = c["cost/rollout_tokens"]
+        rollout = (prefill + gen) * shape.body + gen * shape.head
+        learner = 3 * (c["learner/forwarded_tokens"] * shape.body + gen * shape.head)
+        gr, gl = rollout / s["rollout"] / 1e9, learner / s["learner"] / 1e9
+        lines.append(f"| {name} | {gr:.1f} | {100 * gr / peak['float32']:.0f}% | {gl:.1f} | "
+                     f"{100 * gl / peak['float32']:.0f}% |")
+    return lines
+
+
+def bf16_lines(res: dict) -> list[str]:
+    e, lr, ratio = res["engine_s"], res["learner_s"], res["ratio"]
+    return ["", f"bfloat16 (`python benchmarks/bf16.py`, {res['threads']} thread, best of {res['rounds']}): the engine "
+            f"generating 16 tokens for 8 chat openings took {e['bfloat16'] / e['float32']:.2f}x float32's time "
+            f"({res['greedy_rows_identical']} of 8 greedy rows identical); one learner forward and backward pass "
+            f"under bfloat16 autocast took {lr['bfloat16 autocast'] / lr['float32']:.2f}x float32's. Sampled by a "
+            "bfloat16 engine and scored by the float32 learner, PPO's ratio at step 0 is off 1 by "
+            f"{ratio['bfloat16']['mean_abs_log_ratio']:.3f} in |log rho| on average (largest |rho - 1| "
+            f"{ratio['bfloat16']['max_abs_ratio_minus_1']:.2f}; {100 * ratio['bfloat16']['share_outside_clip']:.1f}% "
+            f"of {ratio['bfloat16']['tokens']} tokens outside the clip range), against "
+            f"{ratio['float32']['mean_abs_log_ratio']:.1e} for a float32 engine. `model.engine_dtype=bfloat16` is "
+            "the setting; float32 stays the default on CPU (see the reading below)."]
+
+
+def llama_lines(res: dict) -> list[str]:
+    rate, over = res["tokens_per_s"], res["over_llama"]
+    return ["", f"Generation against llama.cpp (`python benchmarks/llama_vs_hf.py`, {res['threads']} thread, "
+            f"{res['prompts']} prompts of {min(res['prompt_tokens'])}-{max(res['prompt_tokens'])} tokens, "
+            f"{res['new_tokens']} new tokens each): llama.cpp (Q4_1 weights, one prompt at a time) "
+            f"{rate['llama.cpp Q4_1']:.1f} tokens/s; prover's hf engine (8 prompts batched) "
+            f"{rate['prover hf float32']:.1f} tokens/s in float32 (**{over['prover hf float32']:.2f}x llama.cpp**) "
+            f"and {rate['prover hf bfloat16']:.1f} in bfloat16 ({over['prover hf bfloat16']:.2f}x)."]
+
+
+def section(results: dict) -> list[str]:
+    lines = [TITLE]
+    if "chat-step" in results:
+        lines += step_table(results["chat-step"])
+        if "bf16" in results and "shape" in results["chat-step"]:
+            lines += flops_table(results["chat-step"], results["bf16"]["peak_gflops"])
+    kv = results.get("kv-cache", {}).get("summary", {}).get("smollm2")
+    if kv:
+        lines += ["", f"The engine alone (`python benchmarks/kv_cache.py`): 8 episodes x 8 turns of SmolLM2 chats, "
+                  f"greedy, took {kv['off_over_on']:.2f}x less time with the prefix cache than without "
+                  f"({', '.join(f'{x:.2f}' for x in kv['off_over_on_by_turn'])} after turns 1-8), with "
+                  f"{kv['same']} of {kv['total']} completions identical; prefill tokens per unique chat token "
+                  f"{kv['prefill_per_unique']['off']:.2f} -> {kv['prefill_per_unique']['on']:.2f}."]
+    seq = results.get("learner-sequences", {}).get("smollm2_shape", {}).get("results", {}).get("smollm2-shape")
+    if seq:
+        t, s = seq["turn rows"], seq["sequence rows"]
+        lines += ["", f"The learner alone (`python benchmarks/learner_sequences.py`, a SmolLM2-shaped model): on "
+                  f"8-turn chats, turn rows forward {t['forwarded_per_unique']:.2f} tokens per unique token and "
+                  f"sequence rows {s['forwarded_per_unique']:.2f}; the update took "
+                  f"{t['update_s'] / s['update_s']:.1f}x less time."]
+    if "bf16" in results:
+        lines += bf16_lines(results["bf16"])
+    if "llama-vs-hf" in results:
+        lines += llama_lines(results["llama-vs-hf"])
+    return lines
