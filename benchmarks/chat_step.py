@@ -3,7 +3,8 @@
     python benchmarks/chat_step.py --before REV [--model DIR] [--steps 2] [--turns 8] [--threads 1]
 
 The run is docs/pretrained-policy.md's documented command (SmolLM2-135M-Instruct on pivot-sim, `full` prompts,
-GRPO, 2 groups of 4 episodes a step, LoRA, micro-batches of 4 rows) with ``rollout.max_turns=--turns``. Three
+GRPO, 2 groups of 4 episodes a step, LoRA, micro-batches of 4 rows) with ``rollout.max_turns`` and the env's
+``max_steps`` at ``--turns`` (the command's corridor allows 4 steps; an untrained model rarely ends sooner). Three
 runs from the same model folder and seed, two at a time with ``--threads`` each:
 
 - ``before``: REV's tree (a git worktree), as it was: windowed prompts re-rendered every turn, no cache
@@ -60,7 +61,7 @@ def shape_of(model: str) -> dict:
 
 def run(tree: Path, run_dir: Path, model: str, args: argparse.Namespace, extra: tuple[str, ...]) -> dict:
     argv = [sys.executable, "-m", "prover.cli", "train", *DOCUMENTED, f"model.path={model}", f"steps={args.steps}",
-            f"rollout.max_turns={args.turns}", f"seed={args.seed}", f"run.dir={run_dir}", *extra]
+            f"rollout.max_turns={args.turns}", f"env.kwargs.max_steps={args.turns}", f"seed={args.seed}", f"run.dir={run_dir}", *extra]
     wall, cpu, rows = train_child(argv, tree, child_env(tree, args.threads), run_dir)
     train = [r for r in rows if r["phase"] == "train"]
     out = {"wall_s": wall, "cpu_s": cpu, "steps": len(train),

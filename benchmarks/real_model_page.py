@@ -9,7 +9,7 @@ TITLE = "## A real model: SmolLM2-135M-Instruct as one growing chat"
 def step_table(res: dict) -> list[str]:
     runs, r = res["runs"], res["ratios"]
     lines = ["", f"docs/pretrained-policy.md's command (pivot-sim `full`, GRPO, 2 groups of 4 episodes, LoRA) with "
-             f"`rollout.max_turns={res['turns']}`, {res['steps']} steps, seed {res['seed']}, "
+             f"`rollout.max_turns={res['turns']} env.kwargs.max_steps={res['turns']}`, {res['steps']} steps, seed {res['seed']}, "
              f"`OMP_NUM_THREADS={res['threads']}` each; `before` is {res['before']}'s tree and `after` this tree "
              f"({res['after']}) with `rollout.context=chat`, both at once (`python benchmarks/chat_step.py "
              f"--before {res['before']}`); `window` is this tree's default context, run after them alone.", "",
