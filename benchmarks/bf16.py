@@ -33,19 +33,6 @@ OUT = ROOT / "benchmarks" / "results" / "perf" / "bf16.json"
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # prover's learner defaults (learner.clip_low / clip_high)
 
 
-def matmul_gflops(dtype: torch.dtype, m: int = 1024, k: int = 576, n: int = 1536, seconds: float = 0.3) -> float:
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    torch.mm(a, b)
-    best = 0.0
-    for _ in range(5):
-        reps, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            torch.mm(a, b)
-            reps += 1
-        best = max(best, 2.0 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
-    return best
-
-
 def openings(tokenizer, n: int = 8) -> list[list[int]]:
     from prover.envs import make_env
     from prover.episode_chat import EpisodeChat
@@ -89,10 +76,17 @@ def learner_pass(model, prompts, completions, pad_id: int, autocast: bool) -> No
 
 
 def measure(model_dir: str, rounds: int) -> dict:
+    import sys
+
     from prover.engines.hf import HFEngine
     from prover.types import SamplingParams
 
-    out: dict = {"peak_gflops": {"float32": matmul_gflops(torch.float32), "bfloat16": matmul_gflops(torch.bfloat16)}}
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from limits import matmul_gflops
+
+    # SmolLM2's MLP: 1024 tokens of width 576 through its 1536-wide projection
+    out: dict = {"peak_gflops": {name: matmul_gflops(1024, 576, 1536, seconds=0.3, dtype=dtype)
+                                 for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}}
     engines = {d: HFEngine(model_dir, dtype=d, prefix_cache_mb=0) for d in ("float32", "bfloat16")}
     prompts = openings(engines["float32"].tokenizer)
     greedy = SamplingParams(max_new_tokens=16, temperature=0.0)

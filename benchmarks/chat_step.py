@@ -61,7 +61,8 @@ def shape_of(model: str) -> dict:
 
 def run(tree: Path, run_dir: Path, model: str, args: argparse.Namespace, extra: tuple[str, ...]) -> dict:
     argv = [sys.executable, "-m", "prover.cli", "train", *DOCUMENTED, f"model.path={model}", f"steps={args.steps}",
-            f"rollout.max_turns={args.turns}", f"env.kwargs.max_steps={args.turns}", f"seed={args.seed}", f"run.dir={run_dir}", *extra]
+            f"rollout.max_turns={args.turns}", f"env.kwargs.max_steps={args.turns}", f"seed={args.seed}",
+            f"run.dir={run_dir}", *extra]
     wall, cpu, rows = train_child(argv, tree, child_env(tree, args.threads), run_dir)
     train = [r for r in rows if r["phase"] == "train"]
     out = {"wall_s": wall, "cpu_s": cpu, "steps": len(train),

@@ -46,8 +46,9 @@ SHAPES = [("tiny: SFT micro-batch through the MLP (8 rows x 125 tokens)", 1000, 
 
 
 # -- peak ------------------------------------------------------------------------------------------------
-def matmul_gflops(m: int, k: int, n: int, rounds: int = 5, seconds: float = 0.15) -> float:
-    a, b = torch.randn(m, k), torch.randn(k, n)
+def matmul_gflops(m: int, k: int, n: int, rounds: int = 5, seconds: float = 0.15,
+                  dtype: torch.dtype = torch.float32) -> float:
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
     torch.mm(a, b)
     best = 0.0
     for _ in range(rounds):

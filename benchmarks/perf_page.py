@@ -191,7 +191,7 @@ def render(results: dict) -> str:
         from async_rollout import section as async_section
 
         parts += [""] + async_section(results["async"])
-    if {"chat-step", "kv-cache", "learner-sequences", "bf16", "llama-vs-hf"} & set(results):
+    if {"chat-step", "kv-cache", "learner-sequences", "bf16", "llama-vs-hf", "branch-prefill"} & set(results):
         from real_model_page import section as real_model_section
 
         parts += [""] + real_model_section(results)

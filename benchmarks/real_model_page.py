@@ -9,7 +9,8 @@ TITLE = "## A real model: SmolLM2-135M-Instruct as one growing chat"
 def step_table(res: dict) -> list[str]:
     runs, r = res["runs"], res["ratios"]
     lines = ["", f"docs/pretrained-policy.md's command (pivot-sim `full`, GRPO, 2 groups of 4 episodes, LoRA) with "
-             f"`rollout.max_turns={res['turns']} env.kwargs.max_steps={res['turns']}`, {res['steps']} steps, seed {res['seed']}, "
+             f"`rollout.max_turns={res['turns']} env.kwargs.max_steps={res['turns']}`, {res['steps']} steps, "
+             f"seed {res['seed']}, "
              f"`OMP_NUM_THREADS={res['threads']}` each; `before` is {res['before']}'s tree and `after` this tree "
              f"({res['after']}) with `rollout.context=chat`, both at once (`python benchmarks/chat_step.py "
              f"--before {res['before']}`); `window` is this tree's default context, run after them alone.", "",
@@ -52,6 +53,15 @@ def flops_table(res: dict, peak: dict) -> list[str]:
         lines.append(f"| {name} | {gr:.1f} | {100 * gr / peak['float32']:.0f}% | {gl:.1f} | "
                      f"{100 * gl / peak['float32']:.0f}% |")
     return lines
+
+
+def branch_lines(res: dict) -> list[str]:
+    runs = res["runs"]
+    per = {k: runs[k]["branch_prefill_per_generated"] for k in ("before", "window", "chat")}
+    return ["", f"The Brancher (`python benchmarks/branch_prefill.py --before {res['before']}`, the main job's ProVer "
+            f"step from its warm-started tiny policy, {res['steps']} steps, seed {res['seed']}): prompt tokens "
+            f"prefilled per generated branch token {per['before']:.2f} at {res['before']}, {per['window']:.2f} in "
+            f"this tree with windowed prompts, **{per['chat']:.2f}** in the chat context."]
 
 
 def bf16_lines(res: dict) -> list[str]:
@@ -98,6 +108,8 @@ def section(results: dict) -> list[str]:
                   f"8-turn chats, turn rows forward {t['forwarded_per_unique']:.2f} tokens per unique token and "
                   f"sequence rows {s['forwarded_per_unique']:.2f}; the update took "
                   f"{t['update_s'] / s['update_s']:.1f}x less time."]
+    if "branch-prefill" in results:
+        lines += branch_lines(results["branch-prefill"])
     if "bf16" in results:
         lines += bf16_lines(results["bf16"])
     if "llama-vs-hf" in results:
