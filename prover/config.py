@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prover.config_checks import check_env_settings, check_parts_fit  # noqa: F401  (also imported from here)
 from prover.errors import ConfigError, validation_line
-from prover.yaml_files import read_yaml
+from prover.yaml_files import load_yaml_text, read_yaml
 
 
 class Section(BaseModel):
@@ -249,7 +249,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
         raise ConfigError(f"override {text!r} is not of the form section.field=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml_text(raw, f"override {key.strip()!r}") if raw.strip() else ""  # aliases bounded
     except yaml.YAMLError:
         value = raw
     return key.strip(), value

@@ -30,6 +30,7 @@ from typing import Any
 
 from prover.config import TrainConfig, dump_config
 from prover.errors import CheckpointError, ConfigError, RunFolderError
+from prover.stopping import STARTED
 from prover.trackers import KEPT_FILE, Trackers
 
 
@@ -151,6 +152,7 @@ class RunDir:
         """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
         returns where it went. The warm-start cache in models/ stays: a new run may reuse it."""
         self.path.mkdir(parents=True, exist_ok=True)
+        STARTED.append(self.path)
         for torn in self.ckpt_root.glob(".tmp-step-*"):  # a checkpoint a kill stopped mid-write
             shutil.rmtree(torn, ignore_errors=True)
         moved = self.move_old_run_aside() if fresh else None
