@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError, ProverError, Stopped
-from prover.stopping import reset, stop_waiting, stopped_line
+from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
 
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
 
@@ -295,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prover: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a folder that is a file or read-only, a full disk: the OS's reason and the path
-        where = f": {exc.filename!r}" if exc.filename else ""
-        print(f"prover: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         stop_waiting()  # Ctrl-C too: worker threads waiting on a server give up, so the interpreter can exit

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from odd_text_envs import SURROGATE, VALID, SurrogateActionEnv, SurrogateTaskEnv, UnicodeTaskEnv
 
 from conftest import TINY_RUN
-from odd_text_envs import SURROGATE, VALID, SurrogateActionEnv, SurrogateTaskEnv, UnicodeTaskEnv
 from prover.envs import check_env
 from prover.envs.text import text_problem
 from prover.errors import ContractError

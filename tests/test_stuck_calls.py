@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from trickle_server import TrickleServer
 
 TESTS = Path(__file__).parent
