@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError, ProverError, Stopped
+from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
 
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
 
@@ -280,11 +281,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _raise_stopped(signum: int, frame: object) -> None:
+    stop_waiting()  # a network call in flight on another thread gives up now, so the process can exit
     raise Stopped()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
+    reset()
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     previous = signal.signal(signal.SIGTERM, _raise_stopped) if in_main_thread else None
     try:
@@ -293,13 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prover: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a folder that is a file or read-only, a full disk: the OS's reason and the path
-        where = f": {exc.filename!r}" if exc.filename else ""
-        print(f"prover: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        how, code = ("stopped by SIGTERM", 143) if isinstance(exc, Stopped) else ("interrupted", 130)
-        print(f"prover: {how}; the last checkpoint is intact (resume with --resume)", file=sys.stderr)
-        return code
+        stop_waiting()  # Ctrl-C too: worker threads waiting on a server give up, so the interpreter can exit
+        print(stopped_line("stopped by SIGTERM" if isinstance(exc, Stopped) else "interrupted"), file=sys.stderr)
+        return 143 if isinstance(exc, Stopped) else 130
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -15,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prover.config_checks import check_env_settings, check_parts_fit  # noqa: F401  (also imported from here)
 from prover.errors import ConfigError, validation_line
-from prover.yaml_files import read_yaml
+from prover.seeding import RUN_SEED_RULE, RunSeed
+from prover.strict_numbers import StrictNumbers
+from prover.yaml_files import load_yaml_text, read_yaml
 
 
-class Section(BaseModel):
+class Section(StrictNumbers):  # steps=true is refused, not read as 1
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
@@ -241,7 +243,8 @@ class RunConfig(Section):
 
 
 class TrainConfig(Section):
-    seed: int = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus.")
+    seed: RunSeed = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus "
+                          f"({RUN_SEED_RULE}).")
     steps: int = Field(12, ge=0, description="RL steps (ProVer: 100).")
     threads: int | None = Field(None, ge=1, description="torch CPU threads for the warm start, training and "
                                 "evaluation. null: as OMP_NUM_THREADS or MKL_NUM_THREADS say when set, else 1 "
@@ -280,7 +283,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
         raise ConfigError(f"override {text!r} is not of the form section.field=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml_text(raw, f"override {key.strip()!r}") if raw.strip() else ""  # aliases bounded
     except yaml.YAMLError:
         value = raw
     return key.strip(), value

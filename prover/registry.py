@@ -65,6 +65,9 @@ def _import_target(spec: str, name: str, origin: str = "") -> Any:
             obj = getattr(obj, part)
     except Exception as exc:  # any failure of a plugin's import is that plugin's failure only
         raise PluginLoadError(f"{who}: could not load {spec!r}: {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # a plugin that exits while imported would end prover silently, with its code
+        raise PluginLoadError(f"{who}: importing {spec!r} called sys.exit({exc.code!r}); a plugin must raise "
+                              "an exception instead") from None
     return obj
 
 

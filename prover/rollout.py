@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
+from prover.envs.text import text_problem
 from prover.episode_chat import EpisodeChat, chat_budget_reason
 from prover.errors import EnvFaultError, ProverError
 from prover.seeding import derive_seed
@@ -45,7 +46,8 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
 
 
 def contract_problem(obs: Any, reward: Any, info: Any) -> str:
-    """Why an env's answer breaks the contract (text observation, finite reward, info dict), or ''."""
+    """Why an env's answer breaks the contract (text observation, finite reward, info dict, valid Unicode), or
+    ''."""
     if not isinstance(obs, str):
         return f"observation is {type(obs).__name__}, not text"
     if not isinstance(info, dict):
@@ -55,7 +57,7 @@ def contract_problem(obs: Any, reward: Any, info: Any) -> str:
             return f"reward is {reward}"
     except (TypeError, ValueError):
         return f"reward is {type(reward).__name__}, not a number"
-    return ""
+    return text_problem(obs, info)  # text no tokenizer can take (a lone surrogate) ends the episode, not the run
 
 
 def env_step(env: TextEnv, action: str) -> tuple[tuple | None, str]:

@@ -19,6 +19,7 @@ has no step lost and none duplicated.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ from typing import Any
 
 from prover.config import TrainConfig, dump_config
 from prover.errors import CheckpointError, ConfigError, RunFolderError
+from prover.stopping import STARTED
 from prover.trackers import KEPT_FILE, Trackers
 
 
@@ -137,10 +139,28 @@ class RunLock(FileLock):
             os.close(fd)
 
 
+def real_run_folder(folder: Path) -> Path:
+    """The folder a run acts on: a symlink is followed to its target, so that an old run moved aside by a fresh
+    start lands beside the target (on its filesystem), never beside the link; a dangling link or a loop is one
+    RunFolderError, before anything is made or moved."""
+    if not folder.is_symlink():
+        return folder
+    try:
+        return folder.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 raises this for a loop; 3.13 an OSError (ELOOP)
+        raise RunFolderError(f"run folder {str(folder)!r} is a symlink loop; point it at a folder or name "
+                             "another run.dir") from None
+    except OSError as exc:
+        why = "a symlink loop" if exc.errno == errno.ELOOP else f"a symlink to {os.readlink(folder)!r}, " \
+              "which does not exist"
+        raise RunFolderError(f"run folder {str(folder)!r} is {why}; create the target or name another run.dir") \
+            from None
+
+
 class RunDir:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
-        self.path = Path(cfg.run.dir)
+        self.path = real_run_folder(Path(cfg.run.dir))
         self.metrics_path = self.path / "metrics.jsonl"
         self.groups_path = self.path / "groups.jsonl"
         self.ckpt_root = self.path / "checkpoints"
@@ -151,6 +171,7 @@ class RunDir:
         """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
         returns where it went. The warm-start cache in models/ stays: a new run may reuse it."""
         self.path.mkdir(parents=True, exist_ok=True)
+        STARTED.append(self.path)
         for torn in self.ckpt_root.glob(".tmp-step-*"):  # a checkpoint a kill stopped mid-write
             shutil.rmtree(torn, ignore_errors=True)
         moved = self.move_old_run_aside() if fresh else None

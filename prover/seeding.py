@@ -10,12 +10,28 @@ different runs branch with the same stream.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import AfterValidator
 
 if TYPE_CHECKING:
     from prover.config import TrainConfig
 
 SEED_BOUND = 2**31 - 1  # fits every consumer: numpy, torch, Python's random, SGLang's sampling_seed
+# The one range of a run seed (seed=, a bench's seeds, pilot_seeds and warmstart_seed), checked where the config
+# loads: numpy's legacy seeding (accelerate's set_seed) takes at most 2**32 - 1, gymnasium none below 0, and a
+# 32-bit signed bound leaves room for the offsets the warm start adds.
+RUN_SEED_MAX = SEED_BOUND
+RUN_SEED_RULE = f"a run seed is an integer from 0 to {RUN_SEED_MAX}"
+
+
+def _in_seed_range(seed: int) -> int:
+    if not 0 <= seed <= RUN_SEED_MAX:
+        raise ValueError(RUN_SEED_RULE)
+    return seed
+
+
+RunSeed = Annotated[int, AfterValidator(_in_seed_range)]
 
 
 def derive_seed(seed: int, step: int, purpose: str, *parts: object) -> int:

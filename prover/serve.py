@@ -41,6 +41,7 @@ from typing import IO
 
 from prover.engines.sglang_http import API_KEY_ENV, api_key_from_env, redact
 from prover.errors import ConfigError, EngineError
+from prover.serve_exposure import RISK_FLAG, check_exposure
 
 DEFAULT_SPEC = "sglang==0.5.23"
 DEFAULT_VENV = Path("~/.cache/prover/sglang-venv")
@@ -169,6 +170,7 @@ def plan(args: argparse.Namespace) -> list[Server]:
         raise ConfigError(f"give the key in the environment variable {API_KEY_ENV}, not --server-arg "
                           "--api-key (a command line is printed and logged)")
     key = api_key_from_env()
+    check_exposure(args.host, key, API_KEY_ENV, args.insecure_allow_anyone_to_replace_weights)
     model = _model_dir(args.model, "--model")
     groups = _gpu_groups(_gpu_list(args.gpus, "--gpus"), args.tp * args.dp, "--gpus")
     servers = [Server("policy", model, args.host, args.port + i, g, args.tp, args.dp, args.seed + i,
@@ -378,6 +380,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per policy server [1]")
     p.add_argument("--dp", type=int, default=1, help="data-parallel replicas inside each policy server [1]")
     p.add_argument("--host", default="127.0.0.1", help="address the servers listen on [127.0.0.1]")
+    p.add_argument(RISK_FLAG, action="store_true", help=f"serve on a non-loopback --host without {API_KEY_ENV}, "
+                   "so that anyone on that network can replace the policy's weights (refused without this flag)")
     p.add_argument("--port", type=int, default=30000, help="port of the first policy server [30000]")
     p.add_argument("--seed", type=int, default=0, help="--random-seed of the first server, +1 per server [0]")
     p.add_argument("--mem-fraction", type=float, default=0.8,

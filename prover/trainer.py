@@ -23,7 +23,7 @@ from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
 from prover.engines import make_engine
 from prover.envs import make_env
-from prover.errors import NonFiniteError
+from prover.errors import EnvFaultError, NonFiniteError
 from prover.eval_cache import EvalCache
 from prover.judges import make_judge
 from prover.preflight import preflight
@@ -34,7 +34,7 @@ from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
 from prover.trackers import Trackers
 from prover.truth import TruthScorer
-from prover.types import Batch, RolloutRequest, SamplingParams
+from prover.types import Advantages, Batch, RolloutRequest, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
 
@@ -112,6 +112,20 @@ def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Re
         raise NonFiniteError(f"{streak} steps in a row met non-finite advantages, losses or gradients (step "
                              f"{record['step']}); check the env's rewards and the learner's settings")
     return streak
+
+
+def check_env_errors_saved(batch: Batch, cfg: TrainConfig, run: RunDir, step: int, is_main: bool) -> None:
+    """``check_env_errors``; when it stops the run, the groups whose env failed are written to groups.jsonl
+    first, so that the line's "see groups.jsonl" finds them (the step never reaches its own record)."""
+    try:
+        check_env_errors(batch, cfg.rollout.max_env_error_share, cfg.env.name)
+    except EnvFaultError:
+        if is_main:
+            failed = Batch([g for g in batch.groups if any(t.env_error for t in g.trajectories)])
+            for kept in saved_groups(failed, Advantages(values=[], train_batch=failed), step,
+                                     max(1, cfg.run.save_groups)):
+                run.log(kept, run.groups_path)
+        raise
 
 
 class Trainer:
@@ -243,7 +257,7 @@ class Trainer:
                 # 1. rollout: G episodes of each task (this process's share), sampled now or, with
                 #    rollout.max_off_policy_steps, while earlier steps learned; each row keeps its policy version
                 batch, counts = phases.timed("rollout", self.batches.next_batch, step)
-                check_env_errors(batch, cfg.rollout.max_env_error_share, cfg.env.name)
+                check_env_errors_saved(batch, cfg, run, step, ranks.is_main)
                 # 2. credit: per-token advantages (judge and brancher are reached through ctx)
                 adv = phases.timed("credit", self.credit.assign, batch, self.ctx)
                 counts |= engine_counts(self.engine, "branch")  # branching resends cached prefixes

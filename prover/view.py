@@ -171,12 +171,15 @@ def pick_groups(groups: list[dict[str, Any]], most: int) -> list[dict[str, Any]]
 def _summary(run: Path, history: list[dict[str, Any]], notes: list[str]) -> str:
     import yaml
 
+    from prover.errors import ProverError
+    from prover.yaml_files import load_yaml_text
+
     rows: list[tuple[str, str]] = []
     cfg_path = run / "config.yaml"
     if cfg_path.is_file():
         try:
-            cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError):
+            cfg = load_yaml_text(cfg_path.read_text(encoding="utf-8"), "config.yaml") or {}  # aliases bounded
+        except (yaml.YAMLError, UnicodeDecodeError, ProverError):
             cfg = None
         if not isinstance(cfg, dict):
             notes.append("config.yaml is not a mapping of sections (not YAML, not UTF-8, or a list); "

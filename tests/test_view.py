@@ -32,17 +32,22 @@ def chromium() -> str | None:
     return next(filter(None, map(shutil.which, BROWSERS)), None)
 
 
-def browser_missing() -> str | None:
-    """Why the headless-Chromium test cannot run here, naming each missing piece, or None. The driver is
-    checked too: without ``chromedriver`` selenium would try to download one, which fails offline."""
+def browser() -> tuple[str | None, str | None, str | None]:
+    """(why the headless-Chromium test cannot run here, naming each missing piece, or None; Chromium's path;
+    chromedriver's path), looked up now, when a test runs: a browser installed after this module was imported
+    is found, and none is ever a None path handed to subprocess. The driver is checked too: without
+    ``chromedriver`` selenium would try to download one, which fails offline."""
     found = {"chromium": chromium(), "chromedriver": shutil.which("chromedriver")}
     missing = [name for name, path in found.items() if path is None]
-    if not missing:
-        return None
-    return f"needs {' and '.join(missing)} (apt-get install {' '.join(PACKAGES[m] for m in missing)})"
+    why = f"needs {' and '.join(missing)} (apt-get install {' '.join(PACKAGES[m] for m in missing)})" if missing \
+        else None
+    return why, found["chromium"], found["chromedriver"]
 
 
-CHROMIUM = chromium()
+def browser_missing() -> str | None:
+    return browser()[0]
+
+
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1300,1400"]
@@ -150,13 +155,21 @@ def test_the_browser_test_skips_naming_each_missing_piece(monkeypatch, present, 
     assert browser_missing() == reason
 
 
+def test_the_browser_is_looked_up_when_the_test_runs_not_at_import(monkeypatch):
+    """A browser installed while the suite runs (after this module was imported) is found, never None."""
+    monkeypatch.setattr(shutil, "which", lambda name: f"/opt/late/{name}")
+    assert browser() == (None, "/opt/late/chromium", "/opt/late/chromedriver")
+    assert "CHROMIUM" not in globals()  # no path kept from import time
+
+
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium(hand_run, tmp_path):
-    if reason := browser_missing():
+    reason, chromium_path, driver_path = browser()
+    if reason:
         pytest.skip(reason)
     path = write_report(hand_run)
     shot = tmp_path / "report.png"
-    proc = subprocess.run([CHROMIUM, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+    proc = subprocess.run([chromium_path, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
                            f"--screenshot={shot}", path.resolve().as_uri()], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.stat().st_size > 10_000 and _png_size(shot) == (1300, 1400)
@@ -166,10 +179,10 @@ def test_report_renders_in_headless_chromium(hand_run, tmp_path):
     from selenium.webdriver.common.by import By
 
     opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
+    opts.binary_location = chromium_path
     for flag in [*CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}"]:
         opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
     try:
         driver.get(path.resolve().as_uri())
         assert driver.find_elements(By.TAG_NAME, "script") == [] and driver.find_elements(By.TAG_NAME, "b") == []

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from prover.errors import Stopped
+from prover.stopping import stop_waiting
 
 EPILOG = """matrix fields (a YAML file and/or dotted overrides such as steps=2 seeds=[0,1] envs=[webshop-sim]
 common.rollout.group_size=4 'methods=[grpo,prover+contrast]'):"""
@@ -62,6 +63,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             failed = run_plan(cells, echo=lambda s: print(s, flush=True), verbose=args.verbose).failed
         except KeyboardInterrupt as exc:
+            stop_waiting()  # threads waiting on a server give up, so the process can exit
             stopped = isinstance(exc, Stopped)
             print(f"prover bench: {'stopped by SIGTERM' if stopped else 'interrupted'}; run the same command "
                   "again to continue (finished cells are skipped, the stopped one resumes from its last "

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prover.config import read_tree
 from prover.errors import ConfigError, validation_line
+from prover.seeding import RunSeed
+from prover.strict_numbers import StrictNumbers
 
 
 class MethodSpec(BaseModel):
@@ -41,7 +43,7 @@ class MethodSpec(BaseModel):
         return self.name.split("+", 1)[1] if "+" in self.name else None
 
 
-class PowerSpec(BaseModel):
+class PowerSpec(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
     compare: tuple[str, str] = Field(description="The headline comparison, [method row, reference row], e.g. "
                                      "[prover+contrast, budget-matched-grpo]: results.md gives its paired "
@@ -50,12 +52,12 @@ class PowerSpec(BaseModel):
                           "detect (0.02: 2 points).")
     power: float = Field(0.8, gt=0.0, lt=1.0, description="The chance of detecting it that the seeds must give.")
     alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Level of the two-sided paired t test.")
-    pilot_seeds: list[int] = Field(min_length=2, description="Seeds (not the reported ones) whose finished "
+    pilot_seeds: list[RunSeed] = Field(min_length=2, description="Seeds (not the reported ones) whose finished "
                                    "cells of the two rows, under this matrix's settings, measure the spread "
                                    "of the paired difference; train them first with seeds=[...] set to these.")
 
 
-class BenchConfig(BaseModel):
+class BenchConfig(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
     dir: str = Field("runs/bench", description="Bench folder: the cells' run folders (cells/<env>/<method>/"
                      "seed-<s>), the warm-started policies they share (shared/<env>/seed-<s>) and "
@@ -64,7 +66,7 @@ class BenchConfig(BaseModel):
                             "None writes them into dir.")
     envs: list[str] = Field(["alfworld-sim", "webshop-sim", "searchqa-sim"], min_length=1,
                             description="Registered env names (see `prover list`).")
-    seeds: list[int] = Field(
+    seeds: list[RunSeed] = Field(
         [0, 1, 2, 3, 4], min_length=1,
         description="Run seeds, paired across methods: every method of an env trains seed s on the same task "
         "stream (tasks derive from (seed, step)) from the same warm start (share_warmstart env-seed or env), "
@@ -82,7 +84,7 @@ class BenchConfig(BaseModel):
         "every method of an (env, seed); 'env' every cell of an env (built with warmstart_seed; seeds then "
         "vary only RL, as the paper's seeds start from one pretrained model); 'none' each cell its own "
         "(seeded alike, so the methods of a seed still start alike).")
-    warmstart_seed: int | None = Field(None, description="With share_warmstart: env, the seed the shared "
+    warmstart_seed: RunSeed | None = Field(None, description="With share_warmstart: env, the seed the shared "
                                        "warm start is built with; null: the smallest of seeds (so a second "
                                        "process with the seeds reversed shares it). Set it when processes "
                                        "split the seeds (seeds=[3,4]) so they share one policy.")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -102,9 +103,24 @@ def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
     return out
 
 
-def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Echo) -> str:
-    """Train one cell (resuming it when it can); return its closing progress line."""
+def _first_step_reporter(quiet: bool, on_first_step: Callable[[float], None] | None) -> Any:
+    """The cell's Reporter; with ``on_first_step``, it is handed the seconds of the cell's first step."""
     from prover.progress import Reporter
+
+    class FirstStep(Reporter):
+        def step_line(self, r: dict[str, Any], total: int) -> None:
+            nonlocal on_first_step
+            super().step_line(r, total)
+            if on_first_step is not None and isinstance(r.get("time/step"), (int, float)):
+                on_first_step, call = None, on_first_step
+                call(float(r["time/step"]))
+    return FirstStep(quiet=quiet)
+
+
+def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Echo,
+             on_first_step: Callable[[float], None] | None = None) -> str:
+    """Train one cell (resuming it when it can); return its closing progress line. ``on_first_step`` gets the
+    seconds of its first step (an estimate of a bench with no timings yet need not wait for a whole cell)."""
     from prover.run import RunDir
     from prover.trainer import Trainer
 
@@ -126,7 +142,7 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
               "seed": cell.seed}
     write_atomic(cell.dir / CELL_FILE, json.dumps(marker) + "\n")
     t1 = time.monotonic()
-    Trainer(cfg, resume=resume, reporter=Reporter(quiet=not verbose)).train()
+    Trainer(cfg, resume=resume, reporter=_first_step_reporter(not verbose, on_first_step)).train()
     timing.record_cell(bench.dir, cell.env, cell.method.row, cell.seed, time.monotonic() - t1,
                        cell.config.steps - (last if resume else 0))
     hist = read_history(cell.dir)
@@ -163,7 +179,9 @@ def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
                 echo(line)
                 outcome.skipped.append(cell.name)
                 continue
-            echo(run_cell(cell, head, plan.bench, verbose, echo))
+            guess = None if timing.estimate(plan).measured else (
+                lambda seconds, rest=plan.cells[i - 1:]: echo(timing.first_step_line(plan, rest, seconds)))
+            echo(run_cell(cell, head, plan.bench, verbose, echo, guess))
             outcome.trained.append(cell.name)
         except ProverError as exc:
             echo(f"{head}: failed: {exc}")

@@ -157,6 +157,14 @@ def plan_line(plan: Plan) -> str:
     return text + borrowed
 
 
+def first_step_line(plan: Plan, cells: list[Cell], step_s: float) -> str:
+    """With no timings yet, after the first step of the first cell: every step left priced like that one."""
+    est = estimate(plan, cells)
+    return (f"bench: {duration(est.steps * step_s)} for {est.cells} cells ({est.steps} steps at "
+            f"{step_s:.1f} s, the first step's time; warm starts and evaluations come on top); "
+            "refined after each cell")
+
+
 def left_line(plan: Plan, cells: list[Cell]) -> str | None:
     """After a finished cell: the time the remaining ``cells`` should take; None when none is left."""
     est = estimate(plan, cells)

@@ -23,6 +23,7 @@ from prover.chat.cache import ReplyCache
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.chat.render import cut_text
 from prover.errors import ConfigError
+from prover.httpio import within
 
 log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
 RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",
@@ -40,7 +41,8 @@ class LiteLLMSettings(BaseModel):
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key "
                                     "(the key itself never goes in a config); None lets LiteLLM read the "
                                     "provider's usual variable, e.g. OPENAI_API_KEY.")
-    timeout_s: float = Field(60.0, gt=0.0, description="Seconds one request may take before it fails.")
+    timeout_s: float = Field(60.0, gt=0.0, description="Seconds one request may take in all (connecting, "
+                             "waiting, reading a reply however slowly it arrives) before it fails.")
     max_retries: int = Field(3, ge=0, description="Retries of a request answered 429 (rate limit) or 5xx.")
     backoff_s: float = Field(1.0, ge=0.0, description="First retry delay; it doubles each retry (with jitter).")
     max_backoff_s: float = Field(30.0, ge=0.0, description="Longest delay between two retries.")
@@ -233,8 +235,11 @@ class LiteLLMChat(ChatModel):
         s = self.settings
         for attempt in range(s.max_retries + 1):
             try:
-                resp = self._litellm.completion(**payload, api_key=self._api_key, timeout=s.timeout_s,
-                                                num_retries=0, max_retries=0, drop_params=True)
+                # LiteLLM's timeout bounds each read, and a trickling server never trips it: bound the whole
+                # request, and give up at once when the process is stopping (SIGTERM, Ctrl-C)
+                resp = within(lambda: self._litellm.completion(
+                    **payload, api_key=self._api_key, timeout=s.timeout_s, num_retries=0, max_retries=0,
+                    drop_params=True), s.timeout_s, f"a request to {s.model}")
             except Exception as exc:  # noqa: BLE001 - every provider error becomes one line; retry the transient ones
                 status, text = _status(exc), self._error_text(exc)
                 what = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {text}"

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prover.errors import EngineError
-from prover.httpio import read_until
+from prover.httpio import fetch
 
 API_KEY_ENV = "PROVER_SGLANG_API_KEY"  # the servers' --api-key; read from here, never from a config
 
@@ -163,15 +163,8 @@ class ServerClient:
     def _once(self, method: str, path: str, body: Any, timeout: float) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
-        deadline = time.monotonic() + timeout
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, read_until(response, deadline)
-        except urllib.error.HTTPError as exc:
-            try:
-                return exc.code, exc.read()
-            except (OSError, http.client.HTTPException):
-                return exc.code, b""
+            return fetch(request, timeout)  # the whole call within timeout, headers and body alike
         except TimeoutError as exc:
             raise self._timeout(path, timeout) from exc
         except http.client.HTTPException as exc:  # dropped mid-reply, garbled status line

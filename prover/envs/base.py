@@ -18,6 +18,12 @@ An env is a ``TextEnv`` subclass. It implements ``_reset`` and ``_step``; the pu
     action is a no-op, never an exception); ``info["admissible_actions"]`` lists the next choices.
     After ``terminated or truncated`` the caller must ``reset`` before stepping again.
 
+Text: the observation, ``info["task"]`` and each admissible action are ``str`` of valid Unicode. Any
+character is allowed (non-ASCII text such as Sokoban's '√', accented product titles, CJK, emoji); a lone
+surrogate (U+D800-U+DFFF, what ``bytes.decode(errors="surrogateescape")`` leaves for an undecodable byte)
+is not, because no tokenizer can encode it: decode an engine's bytes with ``errors="replace"``. An answer
+holding one ends its episode as an env error naming the text (``prover.envs.text``).
+
 ``state_key() -> Hashable``
     A hashable identity of the true state (not the text: "Nothing happens." is many states). Two
     envs with equal keys behave identically from here on. GiGPO groups by it.

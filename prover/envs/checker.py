@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from prover.envs.base import TextEnv
+from prover.envs.text import text_problem
 from prover.errors import ContractError
 
 DOCS = "see the env contract in prover/envs/base.py"
@@ -63,6 +64,7 @@ def _rollout(env: TextEnv, seed: int, n_steps: int, pick: Callable[[list[str], i
     for i in range(n_steps):
         action = pick(_actions(info), i)
         obs, rew, term, trunc, info = _step(env, action, f"step {i + 1} of seed {seed}")
+        _check_text(obs, info, f"step {i + 1} of seed {seed}")
         trace.append((action, obs, rew, term, trunc, bool(info.get("won")),
                       env.state_key(), tuple(info.get("admissible_actions") or ())))
         if term or trunc:
@@ -75,10 +77,16 @@ def _random_picker(seed: int) -> Callable[[list[str], int], str]:
     return lambda actions, i: rng.choice(actions) if rng.random() > 0.1 else NONSENSE
 
 
+def _check_text(obs: Any, info: Any, where: str) -> None:
+    if problem := text_problem(obs, info):
+        _fail("text", f"{where}: {problem}")
+
+
 def check_reset(env: TextEnv, seed: int) -> None:
     obs, info = env.reset(seed=seed)
     if not isinstance(obs, str):
         _fail("reset-types", f"reset() returned obs of type {type(obs).__name__}, expected str")
+    _check_text(obs, info, f"reset(seed={seed})")
     for key in ("won", "is_action_valid"):
         if key not in info:
             _fail("reset-info", f"reset() info lacks {key!r}")

@@ -326,8 +326,11 @@ class AgenticJudge(Judge):
         if len(requests) <= 1 or self.config.concurrency == 1:
             return [self.propose(r) for r in requests]
         self.chat  # noqa: B018  (build the model once, before the threads race to)
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests)))
+        try:
             return list(pool.map(self.propose, requests))
+        finally:  # a stop (SIGTERM, Ctrl-C) must not wait here for requests still in flight; they give up
+            pool.shutdown(wait=False, cancel_futures=True)  # on their own (prover.httpio.within)
 
     def check_ready(self) -> None:
         self.chat.check_ready()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prover.envs.base import TextEnv
+from prover.envs.text import text_problem, unencodable
 from prover.episode_chat import EpisodeChat
 from prover.errors import CapabilityError
 from prover.turn_prompts import agent_spec_for, bounded_text, encode_completion, fit_prompt
@@ -42,12 +43,16 @@ def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: in
         obs = bounded_text(obs, max_prompt_tokens)
         prompt: list[int] | None = None
         for step in range(max_turns):
+            if text_problem(obs, info):  # text no tokenizer can take (a lone surrogate): the rollout ends
+                break                    # such an episode as an env error; nothing of it is cloned from here
             expert = env.expert_action()
             if expert is None:
                 raise CapabilityError(f"env {type(env).__name__} has no expert (expert_action() returned None); "
                                       "turn the warm start off with warmstart.enabled=false")
             actions = [a for a in (info.get("admissible_actions") or []) if a not in spec.hidden_actions]
             action = rng.choice(actions) if actions and rng.random() < random_share else expert
+            if unencodable(action) >= 0:
+                break
             if chat is None:
                 prompt, _ = fit_prompt(tokenizer, spec, task, obs, info.get("admissible_actions"), history, step,
                                        max_prompt_tokens, chat_kwargs)

@@ -15,14 +15,13 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 from prover.errors import RetrievalError
-from prover.httpio import read_until
+from prover.httpio import fetch
 from prover.retrieval.base import Passage
 
 
@@ -45,13 +44,8 @@ class HttpRetriever:
         body = json.dumps({"queries": list(queries), "topk": k, "return_scores": True}).encode()
         request = urllib.request.Request(self.url, data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
-        deadline = time.monotonic() + self.timeout
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = read_until(response, deadline)
-        except urllib.error.HTTPError as exc:
-            raise RetrievalError(f"retrieval server {self.url} answered HTTP {exc.code} {exc.reason}; "
-                                 "check its log") from exc
+            status, raw = fetch(request, self.timeout)  # the whole call within timeout, headers and body alike
         except TimeoutError as exc:
             raise RetrievalError(f"retrieval server {self.url} did not answer within {self.timeout:g} s; "
                                  "is it overloaded? raise the timeout or start more workers") from exc
@@ -71,6 +65,9 @@ class HttpRetriever:
                                      f"({type(reason).__name__}); check its log") from exc
             raise RetrievalError(f"cannot reach retrieval server {self.url} ({reason}); "
                                  "is it running? start it or fix the url") from exc
+        if status >= 400:
+            raise RetrievalError(f"retrieval server {self.url} answered HTTP {status} "
+                                 f"{http.client.responses.get(status, '')}; check its log".replace(" ;", ";"))
         return self._parse(raw, len(queries))
 
     def _parse(self, raw: bytes, n_queries: int) -> list[list[Passage]]:
