@@ -21,7 +21,7 @@ EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):
 
 
 def _fields_epilog(argv: list[str]) -> str:
-    from prover.config import field_help
+    from prover.config_text import field_help
     from prover.plugin_config import recipe_help
 
     tree = _help_tree(argv)

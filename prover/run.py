@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prover.config import TrainConfig, dump_config
+from prover.config import TrainConfig
+from prover.config_text import dump_config
 from prover.errors import CheckpointError, ConfigError, RunFolderError
 from prover.stopping import STARTED
 from prover.trackers import KEPT_FILE, Trackers

@@ -23,7 +23,6 @@ written: commands show ``"$PROVER_SGLANG_API_KEY"`` in its place, and it is blan
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import signal
@@ -41,7 +40,7 @@ from typing import IO
 
 from prover.engines.sglang_http import API_KEY_ENV, api_key_from_env, redact
 from prover.errors import ConfigError, EngineError
-from prover.serve_exposure import RISK_FLAG, check_exposure
+from prover.serve_checks import RISK_FLAG, check_exposure, check_layer_layout
 
 DEFAULT_SPEC = "sglang==0.5.23"
 DEFAULT_VENV = Path("~/.cache/prover/sglang-venv")
@@ -123,29 +122,8 @@ def _model_dir(path: str, flag: str) -> Path:
         raise ConfigError(f"{flag} {path!r}: no such folder (give a local Hugging Face checkpoint folder)")
     if not (p / "config.json").is_file():
         raise ConfigError(f"{flag} {path!r} has no config.json; it is not a Hugging Face checkpoint folder")
-    _check_layer_layout(p / "config.json", flag)
+    check_layer_layout(p / "config.json", flag)
     return p.resolve()
-
-
-def _check_layer_layout(config_json: Path, flag: str) -> None:
-    """A Qwen3.5 text model needs ``full_attention_interval`` in its config.json: SGLang 0.5.23 lays out its
-    layers by it alone (its own Qwen3_5TextConfig, srt/configs/qwen3_next.py:260-269), while transformers 5
-    saves ``layer_types`` only, so a folder prover wrote lacks it and the server would fail to start."""
-    try:
-        cfg = json.loads(config_json.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{flag}: {config_json} is not readable JSON ({exc})") from exc
-    if not isinstance(cfg, dict) or cfg.get("model_type") != "qwen3_5_text" or "full_attention_interval" in cfg:
-        return
-    kinds = cfg.get("layer_types") or []
-    full = [i for i, k in enumerate(kinds) if k == "full_attention"]
-    every = full[0] + 1 if full else None
-    if every and kinds == ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(len(kinds))]:
-        fix = f'add "full_attention_interval": {every} to it (what its layer_types say)'
-    else:
-        fix = "SGLang 0.5.23 serves only layouts with a full-attention layer every N layers"
-    raise ConfigError(f"{flag}: {config_json} has no full_attention_interval, by which SGLang lays out a Qwen3.5 "
-                      f"model's layers; {fix}")
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -145,7 +145,7 @@ def test_the_papers_win_range_scales_with_the_group_size(size, want):
 
 
 def test_config_yaml_records_the_effective_win_range(tmp_path):
-    from prover.config import dump_config
+    from prover.config_text import dump_config
 
     cfg = load_config(None, ["rollout.group_size=4"])
     assert "#   credit.eligible: 1-1 wins of 4 (written as 1-3 of 8)" in dump_config(cfg)
