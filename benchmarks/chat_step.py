@@ -82,23 +82,24 @@ def measure(args: argparse.Namespace) -> dict:
         subprocess.run(["git", "worktree", "add", "--detach", str(old), args.before], cwd=ROOT, check=True,
                        capture_output=True)
         try:
-            jobs = [(old, Path(tmp) / "before", ()), (ROOT, Path(tmp) / "after", ("rollout.context=chat",))]
+            jobs = [(old, Path(tmp) / "before", ()), (ROOT, Path(tmp) / "after", ("rollout.context=chat", *args.extra))]
             with ThreadPoolExecutor(2) as pool:
                 before, after = pool.map(lambda job: run(job[0], job[1], model, args, job[2]), jobs)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
-        window = run(ROOT, Path(tmp) / "window", model, args, ())
+        window = run(ROOT, Path(tmp) / "window", model, args, ()) if args.window else None
     return {"before": args.before, "after": head.stdout.strip(), "model": Path(model).name, "shape": shape_of(model),
             "steps": args.steps,
             "turns": args.turns, "threads": args.threads, "seed": args.seed, "command": DOCUMENTED,
-            "runs": {"before": before, "after": after, "window": window}}
+            "after_settings": ["rollout.context=chat", *args.extra],
+            "runs": {"before": before, "after": after, **({"window": window} if window else {})}}
 
 
 def ratios(res: dict) -> dict[str, float]:
     """The section's figures from the saved runs."""
     runs = res["runs"]
     out = {"step_after_over_before": runs["after"]["seconds"]["step"] / runs["before"]["seconds"]["step"]}
-    for name in ("after", "window"):
+    for name in [n for n in ("after", "window") if n in runs]:
         c = runs[name]["counts"]
         unique = c.get("cost/rollout_unique_tokens", 0.0)
         if unique:
@@ -117,6 +118,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", default="1", help="OMP_NUM_THREADS of each run")
+    ap.add_argument("--extra", nargs="*", default=[], help="settings for the after run besides rollout.context=chat")
+    ap.add_argument("--no-window", dest="window", action="store_false", help="skip the window run")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     res = measure(args)

@@ -143,6 +143,11 @@ class LearnerConfig(Section):
     lr: float = Field(1e-4, gt=0.0, description="AdamW learning rate (verl-agent: 1e-6 for 1.5B models; "
                                                 "the tiny model needs far more).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    autocast: Literal["off", "bfloat16"] = Field("off", description="Run the RL update's forward pass under "
+                                                 "torch autocast in this dtype (weights and optimizer stay in "
+                                                 "model.dtype): about half the time on CPUs with AVX512-BF16/AMX "
+                                                 "and on GPUs, at the rounding of bfloat16 matrix products "
+                                                 "(docs/perf.md, 'A real model').")
     clip_low: float = Field(0.2, ge=0.0, description="PPO ratio clip below 1 (verl-agent: 0.2).")
     clip_high: float = Field(0.2, ge=0.0, description="PPO ratio clip above 1 (verl-agent: 0.2; DAPO: 0.28).")
     dual_clip_c: float = Field(3.0, gt=1.0, description="Dual-clip bound for negative advantages (verl: 3.0).")

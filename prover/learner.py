@@ -243,6 +243,10 @@ class Learner:
         return [[order[k] for k in b]
                 for b in turn_batches([len(rows[i].turn_rows) for i in order], self.cfg.micro_batch_rows)]
 
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """``learner.autocast``: the forward pass's matrix products in bfloat16, the weights as they are."""
+        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.cfg.autocast != "off")
+
     def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None) -> dict[str, float]:
         """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches."""
         cfg = self.cfg
@@ -262,7 +266,8 @@ class Learner:
             micro_turns, w = [t for r in micro for t in r.turn_rows], [x for i in indices for x in row_weights[i]]
             for k, v in padding_counts([len(r.ids) for r in micro]).items():
                 stats[k] += v
-            logits, targets, mask = row_logits(self.model, micro, self.pad_id)
+            with self._autocast():
+                logits, targets, mask = row_logits(self.model, micro, self.pad_id)  # float32 logits either way
             dev, width = logits.device, logits.shape[1]
             logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
             logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

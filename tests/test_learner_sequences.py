@@ -252,3 +252,15 @@ def test_turn_batches_by_hand():
     assert turn_batches([3, 2, 4, 1, 5], 5) == [[0, 1], [2, 3], [4]]
     assert turn_batches([7, 1, 1], 4) == [[0], [1, 2]]  # more turns than the cap: a batch of its own
     assert turn_batches([], 3) == []
+
+
+def test_bfloat16_autocast_changes_the_update_by_bfloat16_rounding_only(tiny_policy_dir):
+    """``learner.autocast=bfloat16`` runs the forward pass's products in bfloat16: the gradient moves off
+    float32's by about bfloat16's rounding (8 bits of mantissa: 2^-8 relative per product), not more, and it
+    does move (the setting is not ignored). The weights stay float32."""
+    _, plain = update(tiny_policy_dir, chats(), double=False)
+    stats, cast = update(tiny_policy_dir, chats(), double=False, autocast="bfloat16")
+    scale = max(float(g.abs().max()) for g in plain.values())
+    worst = max(float((plain[k] - cast[k]).abs().max()) for k in plain)
+    assert 1e-6 * scale < worst < 0.1 * scale
+    assert all(g.dtype == torch.float32 for g in cast.values()) and stats["learner/nonfinite_updates"] == 0
