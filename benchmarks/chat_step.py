@@ -40,7 +40,7 @@ DOCUMENTED = ["env.name=pivot-sim", "env.kwargs.prompt=full", "env.kwargs.n_pivo
               "model.lora.enabled=true", "eval.episodes=1", "eval.every=0"]
 PHASES = ("rollout", "credit", "learner", "sync", "step")
 COUNTS = ("cost/rollout_tokens", "cost/rollout_prompt_tokens", "cost/rollout_cached_tokens",
-          "cost/rollout_unique_tokens", "learner/forwarded_tokens", "learner/unique_tokens")
+          "cost/rollout_unique_tokens", "learner/tokens", "learner/forwarded_tokens", "learner/unique_tokens")
 
 
 def default_model() -> str:
@@ -99,6 +99,14 @@ def ratios(res: dict) -> dict[str, float]:
     """The section's figures from the saved runs."""
     runs = res["runs"]
     out = {"step_after_over_before": runs["after"]["seconds"]["step"] / runs["before"]["seconds"]["step"]}
+    # REV's tree logs no unique-token count: its episodes are read against the after run's chat lengths (the
+    # same number of episodes and turns), and its learner forwards every turn row's prompt and completion
+    b, a = runs["before"]["counts"], runs["after"]["counts"]
+    if a.get("cost/rollout_unique_tokens") and b["cost/rollout_tokens"] == b.get("learner/tokens"):
+        out["before_prefill_per_unique"] = ((b["cost/rollout_prompt_tokens"] - b["cost/rollout_cached_tokens"])
+                                            / a["cost/rollout_unique_tokens"])
+        out["before_learner_per_unique"] = ((b["cost/rollout_prompt_tokens"] + b["cost/rollout_tokens"])
+                                            / a["cost/rollout_unique_tokens"])
     for name in [n for n in ("after", "window") if n in runs]:
         c = runs[name]["counts"]
         unique = c.get("cost/rollout_unique_tokens", 0.0)

@@ -260,7 +260,8 @@ def saved_results() -> dict:
     the real-model scripts (chat_step.py, kv_cache.py, learner_sequences.py, bf16.py, llama_vs_hf.py), where
     they exist."""
     results = {s: json.loads((RESULTS / f"{s}.json").read_text())
-               for s in (*SECTIONS, "recipes", "sft_levers", "chat-step", "bf16", "llama-vs-hf", "branch-prefill")
+               for s in (*SECTIONS, "recipes", "sft_levers", "chat-step", "chat-step-bf16", "bf16", "llama-vs-hf",
+                         "branch-prefill")
                if (RESULTS / f"{s}.json").is_file()}
     for name, path in (("async", ASYNC), ("kv-cache", KV_CACHE), ("learner-sequences", LEARNER_SEQUENCES)):
         if path.is_file():
