@@ -173,7 +173,8 @@ class LearnerConfig(Section):
                                 "prompts are) once, as one sequence row that trains every turn's completion at "
                                 "its own positions, instead of one row per turn; the same loss and gradient, "
                                 "up to float rounding. Windowed prompts are never append-only: their rows "
-                                "stay turn rows. See prover/learner_rows.py.")
+                                "stay turn rows. The warm start's SFT does the same with its expert chats when "
+                                "warmstart.prompt_loss_weight is 0. See prover/learner_rows.py.")
     max_row_tokens: int | None = Field(None, ge=1, description="Cut a sequence row at turn boundaries into "
                                        "pieces that each add at most this many tokens to the piece before it; "
                                        "each piece re-forwards the pieces before it as context and trains its "

@@ -30,9 +30,19 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
-from prover.learner_rows import Row, SequenceRow, row_logits, rows_from, sequence_rows, token_weights, unique_tokens
+from prover.learner_rows import (
+    Row,
+    SequenceRow,
+    chains_of,
+    row_logits,
+    rows_from,
+    sequence_rows,
+    sft_rows,
+    token_weights,
+    unique_tokens,
+)
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
-from prover.padding import length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
+from prover.padding import chain_batches, length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
 from prover.types import Advantages, Batch
 
 
@@ -308,46 +318,85 @@ class Learner:
     # -- SFT ---------------------------------------------------------------------------------------
     def sft(self, rows: list[tuple[list[int], list[int]]], epochs: int, batch_rows: int,
             prompt_weight: float = 0.0, on_batch: Any = None) -> dict[str, float]:
-        """Behaviour cloning: weighted token-mean negative log-likelihood.
+        """Behaviour cloning: weighted token-mean negative log-likelihood over each batch of ``batch_rows``
+        turn rows.
 
         Completion tokens weigh 1 and prompt tokens ``prompt_weight``: a tiny model trained from
         scratch learns the env's text (and to copy entities within it) from the prompts far faster
         than from the few completion tokens alone. The reported loss is over completions only.
+
+        With ``prompt_weight`` 0 and ``learner.sequence_rows``, rows that chain (each one's prompt +
+        completion the start of the next one's prompt: the turns of a chat warm start) are forwarded once
+        per batch as sequence rows (prover/learner_rows.py): the same loss and gradient as one row per
+        turn, without forwarding each growing prompt again. Batches still hold ``batch_rows`` turns.
         """
+        turn_rows = sft_rows(rows) if prompt_weight == 0 and self.cfg.sequence_rows else []
+        chains = chains_of(turn_rows)
+        chained = any(len(c) > 1 for c in chains)
         losses, counts = [], {"tokens": 0.0, "padded_tokens": 0.0}
         lengths = [len(p) + len(c) for p, c in rows]
         for _ in range(epochs):
-            for batch in length_batches(lengths, batch_rows, self.rng):
-                chunk = [rows[i] for i in batch]
+            batches = (chain_batches(chains, batch_rows, self.rng) if chained
+                       else length_batches(lengths, batch_rows, self.rng))
+            for batch in batches:
                 self.optimizer.zero_grad(set_to_none=True)
-                total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
-                for m in range(0, len(chunk), self.cfg.micro_batch_rows):
-                    micro = chunk[m:m + self.cfg.micro_batch_rows]
-                    for k, v in padding_counts([len(p) + len(c) for p, c in micro]).items():
-                        counts[k] += v
-                    if prompt_weight > 0:
-                        prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
-                    else:
-                        prompts, completions = [p for p, _ in micro], [c for _, c in micro]
-                    logits, targets, mask = completion_logits(self.model, prompts, completions, self.pad_id)
-                    nll = -gather_logprobs(logits, targets)
-                    weight = mask.float()
-                    if prompt_weight > 0:  # completions are the last len(c) columns of each row
-                        is_completion = torch.zeros_like(mask)
-                        for i, (_, c) in enumerate(micro):
-                            is_completion[i, mask.shape[1] - len(c):] = True
-                        weight = weight * torch.where(is_completion, 1.0, prompt_weight)
-                    else:
-                        is_completion = mask
-                    loss = torch.where(mask, nll * weight, torch.zeros_like(nll)).sum() / total
-                    self.accelerator.backward(loss)
-                    with torch.no_grad():
-                        losses.append(float(torch.where(is_completion & mask, nll, 0.0).sum())
-                                      / max(float((is_completion & mask).sum()), 1.0))
+                if chained:
+                    nll, n = self._sft_sequences([turn_rows[i] for i in batch], counts)
+                else:
+                    nll, n = self._sft_turns([rows[i] for i in batch], prompt_weight, counts)
+                losses.append(nll / max(n, 1.0))
                 self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
                 self.optimizer.step()
                 if on_batch is not None:
                     on_batch()
         return {"sft/loss_first": losses[0] if losses else float("nan"),
                 "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan"),
-                "sft/padding_share": padding_share(counts)}
+                "sft/padding_share": padding_share(counts), "sft/forwarded_tokens": counts["tokens"]}
+
+    def _sft_turns(self, chunk: list[tuple[list[int], list[int]]], prompt_weight: float,
+                   counts: dict[str, float]) -> tuple[float, float]:
+        """Backward of one SFT batch, one row per turn; the sum of its completion tokens' NLL, and their
+        count."""
+        total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
+        nll_sum, n = 0.0, 0.0
+        for m in range(0, len(chunk), self.cfg.micro_batch_rows):
+            micro = chunk[m:m + self.cfg.micro_batch_rows]
+            for k, v in padding_counts([len(p) + len(c) for p, c in micro]).items():
+                counts[k] += v
+            if prompt_weight > 0:
+                prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
+            else:
+                prompts, completions = [p for p, _ in micro], [c for _, c in micro]
+            logits, targets, mask = completion_logits(self.model, prompts, completions, self.pad_id)
+            nll = -gather_logprobs(logits, targets)
+            weight = mask.float()
+            if prompt_weight > 0:  # completions are the last len(c) columns of each row
+                is_completion = torch.zeros_like(mask)
+                for i, (_, c) in enumerate(micro):
+                    is_completion[i, mask.shape[1] - len(c):] = True
+                weight = weight * torch.where(is_completion, 1.0, prompt_weight)
+            else:
+                is_completion = mask
+            loss = torch.where(mask, nll * weight, torch.zeros_like(nll)).sum() / total
+            self.accelerator.backward(loss)
+            with torch.no_grad():
+                nll_sum += float(torch.where(is_completion & mask, nll, 0.0).sum())
+                n += float((is_completion & mask).sum())
+        return nll_sum, n
+
+    def _sft_sequences(self, chunk: list[Row], counts: dict[str, float]) -> tuple[float, float]:
+        """Backward of one SFT batch of completion-only turn rows, each run of chained ones forwarded once,
+        in micro-batches of ``micro_batch_rows`` turns; what ``_sft_turns`` returns."""
+        units = sequence_rows(chunk)
+        total = float(sum(len(r.completion_ids) for r in chunk))
+        order = [units[k] for k in micro_batch_order([len(u.ids) for u in units])]
+        nll_sum = 0.0
+        for indices in turn_batches([len(u.turn_rows) for u in order], self.cfg.micro_batch_rows):
+            micro = [order[i] for i in indices]
+            for k, v in padding_counts([len(u.ids) for u in micro]).items():
+                counts[k] += v
+            logits, targets, mask = row_logits(self.model, micro, self.pad_id)
+            nll = torch.where(mask, -gather_logprobs(logits, targets), 0.0)
+            self.accelerator.backward(nll.sum() / total)
+            nll_sum += float(nll.detach().sum())
+        return nll_sum, total

@@ -129,6 +129,30 @@ def split_run(run: list[Row], max_row_tokens: int | None) -> list[list[Row]]:
     return pieces
 
 
+def sft_rows(pairs: list[tuple[list[int], list[int]]]) -> list[Row]:
+    """Behaviour-cloning (prompt, completion) pairs as turn rows that weigh every completion token 1; a pair
+    whose prompt starts with the pair before it (prompt + completion, token for token: the turns of one
+    chat) gets that pair's ``traj``, so ``sequence_rows`` chains them, and any other pair starts a new one."""
+    rows: list[Row] = []
+    for prompt, completion in pairs:
+        ones = np.ones(len(completion), np.float32)
+        follows = bool(rows) and list(prompt[:len(rows[-1].ids)]) == rows[-1].ids
+        rows.append(Row(list(prompt), list(completion), np.zeros_like(ones), ones, ones,
+                        traj=rows[-1].traj if follows else len(rows)))
+    return rows
+
+
+def chains_of(rows: list[Row]) -> list[list[int]]:
+    """Indices of ``rows`` grouped into runs of consecutive rows of one ``traj``."""
+    chains: list[list[int]] = []
+    for i, row in enumerate(rows):
+        if chains and rows[chains[-1][-1]].traj == row.traj:
+            chains[-1].append(i)
+        else:
+            chains.append([i])
+    return chains
+
+
 def unique_tokens(rows: list[Row]) -> int:
     """The distinct tokens of the turn rows (in batch order): per trajectory, each row's prompt + completion
     less the prefix it shares with the trajectory's row before it. Forwarding a whole trajectory once

@@ -23,6 +23,17 @@ def length_batches(lengths: list[int], batch_rows: int, rng: random.Random, pool
     return batches
 
 
+def chain_batches(chains: list[list[int]], batch_rows: int, rng: random.Random) -> list[list[int]]:
+    """Row indices in batches of ``batch_rows`` rows (the last may hold fewer), as ``length_batches`` cuts
+    them, so an epoch takes as many steps: the chains (each a list of consecutive row indices) in a random
+    order, each kept in its order, cut every ``batch_rows`` rows. A chain cut by a batch boundary trains its
+    first turns in one batch and the rest in the next."""
+    order = list(range(len(chains)))
+    rng.shuffle(order)
+    flat = [i for c in order for i in chains[c]]
+    return [flat[b:b + batch_rows] for b in range(0, len(flat), batch_rows)]
+
+
 def micro_batch_order(lengths: list[int]) -> list[int]:
     """The order of a mini-batch's rows over its micro-batches: by length, so rows of similar length share a
     micro-batch and little compute goes to padding (the loss is a weighted sum over the whole mini-batch, so

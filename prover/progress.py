@@ -87,8 +87,9 @@ class Reporter:
 
     def eval_line(self, r: dict[str, Any]) -> None:
         kept = ", read from eval.cache_dir" if r.get("eval/cached") else ""
+        fmt = f", {r['eval/format_valid']:.0%} of turns in the action format" if "eval/format_valid" in r else ""
         self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "
-                  f"({int(r['eval/episodes'])} episodes{kept})")
+                  f"({int(r['eval/episodes'])} episodes{kept}{fmt})")
 
     def summary(self, history: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
         evals = [r for r in history if r["phase"] == "eval"]

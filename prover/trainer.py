@@ -94,7 +94,11 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
                         sampling=SamplingParams(s.max_new_tokens, e.temperature, s.top_p, s.top_k), on_turn=on_turn)
     mine = [t.won for g in batch.groups for t in g.trajectories]
     won = [w for part in ranks.gather(mine) for w in part] if ranks else mine
-    record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes)}
+    # a pretrained policy that writes free text fails on the format before it can fail on the task
+    formats = [tn.format_valid for g in batch.groups for t in g.trajectories for tn in t.turns]
+    valid = [v for part in ranks.gather(formats) for v in part] if ranks else formats
+    record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes),
+              "eval/format_valid": float(np.mean(valid)) if valid else 0.0}
     counts = engine_counts(rollout.engine, "eval")  # cost/eval_prompt_tokens, its prefilled and cached shares
     return record | (ranks.merged(counts) if ranks else counts), batch
 

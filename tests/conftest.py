@@ -118,6 +118,22 @@ def tiny_policy_dir(tmp_path_factory):
 
 
 @pytest.fixture
+def float64_norms(monkeypatch):
+    """transformers' RMSNorm computes in float32 whatever the model's dtype, so in a float64 model every
+    gradient through it is rounded to float32 (seen: gradients 3e-8 apart). Computed in the model's dtype
+    here, so that the float64 checks of the tiny policy (sequence rows against turn rows) can hold to 1e-10."""
+    import torch
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = x if x.dtype == torch.float64 else x.float()
+        out = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * out.to(x.dtype)
+
+    monkeypatch.setattr(Qwen3RMSNorm, "forward", forward)
+
+
+@pytest.fixture
 def index_cache(tmp_path_factory, monkeypatch):
     """Retrieval indexes of a test session go to one temporary folder, shared across its tests."""
     monkeypatch.setenv("PROVER_INDEX_DIR", str(tmp_path_factory.getbasetemp() / "indexes"))

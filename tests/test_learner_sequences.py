@@ -59,21 +59,6 @@ def chats(seed: int = 0) -> list[list[Turn]]:
     return [chat(rng, [3, 5, 2, 4]), chat(rng, [4, 1, 6], first=14, observation=7), chat(rng, [2, 3, 3, 2, 5])]
 
 
-@pytest.fixture
-def float64_norms(monkeypatch):
-    """transformers' RMSNorm computes in float32 whatever the model's dtype, so in a float64 model every
-    gradient through it is rounded to float32 (seen: gradients 3e-8 apart). Computed in the model's dtype
-    here, so that the float64 checks can hold to 1e-10."""
-    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        wide = x if x.dtype == torch.float64 else x.float()
-        out = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * out.to(x.dtype)
-
-    monkeypatch.setattr(Qwen3RMSNorm, "forward", forward)
-
-
 def same(a: list, b: list) -> bool:
     """The very same objects, in order (rows hold arrays, so ``==`` would compare element-wise)."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
