@@ -139,7 +139,7 @@ def section(results: dict) -> list[str]:
                   f"8-turn chats, turn rows forward {t['forwarded_per_unique']:.2f} tokens per unique token and "
                   f"sequence rows {s['forwarded_per_unique']:.2f}; the update took "
                   f"{t['update_s'] / s['update_s']:.1f}x less time."]
-    if "branch-prefill" in results:
+    if {"before", "window", "chat"} <= set(results.get("branch-prefill", {}).get("runs", {})):
         lines += branch_lines(results["branch-prefill"])
     if "bf16" in results:
         lines += bf16_lines(results["bf16"])
