@@ -13,7 +13,8 @@ def step_table(res: dict) -> list[str]:
              f"seed {res['seed']}, "
              f"`OMP_NUM_THREADS={res['threads']}` each; `before` is {res['before']}'s tree and `after` this tree "
              f"({res['after']}) with `rollout.context=chat`, both at once (`python benchmarks/chat_step.py "
-             f"--before {res['before']}`); `window` is this tree's default context, run after them alone.", "",
+             f"--before {res['before']}`); `window` is this tree's default context, run after them alone. "
+             f"Machine: {res.get('load', 'not recorded')}.", "",
              "| over the steps | before (windowed, no cache, turn rows) | after (chat) | after / before | "
              "window (this tree) |", "|---|---|---|---|---|"]
     for phase in ("rollout", "learner", "sync", "step"):
@@ -114,7 +115,9 @@ def bf16_step_lines(res: dict) -> list[str]:
     return ["", f"The same pair again with bfloat16 where it pays (`--extra {extra}`: the "
             f"engine's weights in bfloat16, the learner's forward under bfloat16 autocast), at once: rollout "
             f"{a['rollout'] / b['rollout']:.2f}x, learner {a['learner'] / b['learner']:.2f}x, **a step "
-            f"{a['step'] / b['step']:.2f}x the time ({b['step'] / a['step']:.1f}x faster)**."]
+            f"{a['step'] / b['step']:.2f}x the time ({b['step'] / a['step']:.1f}x faster)**. Both started at "
+            "once; the after run ended first, and the load from other work (three SmolLM2 training runs) was "
+            "heavier than during the float32 pair, so compare ratios, not seconds."]
 
 
 def section(results: dict) -> list[str]:
