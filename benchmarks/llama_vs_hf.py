@@ -11,7 +11,11 @@ generates the 8 in one batched call, as its rollout does; llama-cpp-python has n
 8 are generated one after the other, each from a fresh context (no prefix kept between prompts).
 
 llama-cpp-python is compiled by ``pip install '.[llamacpp]'`` (minutes); it may live in another interpreter
-(``--llama-python``), which runs the llama.cpp rounds as a child. Rounds alternate between the two sides and
+(``--llama-python``), which runs the llama.cpp rounds as a child. On this machine the build that pip makes by
+default (GGML_NATIVE) uses AMX tiles, which the CPU reports but the kernel does not grant here, and dies
+with an illegal instruction; build it with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON
+-DGGML_AVX512_BF16=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF"``
+(``LLAMA_CPP_LIB_PATH`` may name the folder of such a build's libraries). Rounds alternate between the two sides and
 the best round of each is kept (the machine is shared). Writes benchmarks/results/perf/llama-vs-hf.json.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -84,8 +89,10 @@ def measure(args: argparse.Namespace) -> dict:
     for _ in range(args.rounds):
         for d, engine in engines.items():
             rounds[f"prover hf {d}"].append(hf_round(engine, prompts, args.new_tokens, banned))
+        env = {"OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin",  # the library build to load, if named
+               **{k: os.environ[k] for k in ("LLAMA_CPP_LIB_PATH",) if k in os.environ}}
         child = subprocess.run([args.llama_python, __file__, "--llama-child", str(spec)], capture_output=True,
-                               text=True, check=True, env={"OMP_NUM_THREADS": str(args.threads), "PATH": "/usr/bin"})
+                               text=True, check=True, env=env)
         rounds["llama.cpp Q4_1"].append(json.loads(child.stdout.strip().splitlines()[-1]))
     best = {k: min(v, key=lambda r: r["seconds"]) for k, v in rounds.items()}
     rate = {k: r["generated"] / r["seconds"] for k, r in best.items()}

@@ -105,7 +105,10 @@ def llama_lines(res: dict) -> list[str]:
             f"{res['new_tokens']} new tokens each): llama.cpp (Q4_1 weights, one prompt at a time) "
             f"{rate['llama.cpp Q4_1']:.1f} tokens/s; prover's hf engine (8 prompts batched) "
             f"{rate['prover hf float32']:.1f} tokens/s in float32 (**{over['prover hf float32']:.2f}x llama.cpp**) "
-            f"and {rate['prover hf bfloat16']:.1f} in bfloat16 ({over['prover hf bfloat16']:.2f}x)."]
+            f"and {rate['prover hf bfloat16']:.1f} in bfloat16 ({over['prover hf bfloat16']:.2f}x). Both timings "
+            "include the prompts' prefill; llama-cpp-python has no batched completion, so its 8 prompts run one "
+            "after another, which is most of prover's lead (a single prompt's latency is not compared). "
+            f"{res.get('llama_build', '')}; {res.get('load', '')}."]
 
 
 def bf16_step_lines(res: dict) -> list[str]:
