@@ -86,9 +86,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)  # config errors before torch is imported
+    from prover.distributed import leave_process_group
     from prover.trainer import Trainer
 
     Trainer(cfg, resume=args.resume).train()
+    leave_process_group()
     return 0
 
 

@@ -101,6 +101,17 @@ class Ranks:
                                   f"of the optimizer state; resume with DDP{fresh}")
 
 
+def leave_process_group() -> None:
+    """End a finished run's process group (several processes) before the interpreter exits: left to exit,
+    its gloo threads can be destroyed while still joinable, and a rank that finished its run aborts with
+    "terminate called without an active exception" (exit -6; seen once, in a fresh-clone CI run)."""
+    if world_size() > 1:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One metrics record from one per process (see the module docstring for the rule per name)."""
     out: dict[str, Any] = {}
