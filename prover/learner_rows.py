@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from prover.modeling import completion_logits, sequence_logits
-from prover.types import Advantages, Batch
+from prover.types import Advantages, Batch, shared_prefix_length
 
 
 @dataclass
@@ -160,13 +160,8 @@ def unique_tokens(rows: list[Row]) -> int:
     total, before = 0, None
     for row in rows:
         ids = row.ids
-        shared = 0
-        if before is not None and before.traj == row.traj >= 0:
-            prev = before.ids
-            limit = min(len(prev), len(ids))
-            while shared < limit and prev[shared] == ids[shared]:
-                shared += 1
-        total += len(ids) - shared
+        same_trajectory = before is not None and before.traj == row.traj >= 0
+        total += len(ids) - (shared_prefix_length(before.ids, ids) if same_trajectory else 0)
         before = row
     return total
 

@@ -13,6 +13,11 @@ from typing import Any
 import numpy as np
 
 
+def shared_prefix_length(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share (what a turn shares with the turn before it)."""
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 @dataclass
 class SamplingParams:
     """How the engine samples one completion. ``temperature == 0`` means greedy."""
@@ -115,8 +120,7 @@ class Trajectory:
         total, before = 0, []
         for turn in self.turns:
             seq = turn.prompt_ids + turn.completion_ids
-            shared = next((k for k, (a, b) in enumerate(zip(before, seq)) if a != b), min(len(before), len(seq)))
-            total, before = total + len(seq) - shared, seq
+            total, before = total + len(seq) - shared_prefix_length(before, seq), seq
         return total
 
 
