@@ -117,9 +117,12 @@ class EnvFactory:
 
     cls: type
     kwargs: dict[str, Any]
+    isolate_global_rng: bool = False  # the run's env.isolate_global_rng (the class's own flag is read too)
 
     def __call__(self) -> Any:
-        return self.cls(**self.kwargs)
+        from prover.envs.global_rng import protected_class
+
+        return protected_class(self.cls, self.isolate_global_rng)(**self.kwargs)
 
 
 @dataclass(frozen=True)
@@ -312,7 +315,8 @@ def serve(spec: WorkerSpec, pipe: Pipe) -> None:
     try:
         cfg = spec.config
         engine = spec.engine_cls(spec.policy_dir, dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
-        rollout = build_rollout(cfg, engine, EnvFactory(spec.env_cls, dict(cfg.env.kwargs)))
+        make = EnvFactory(spec.env_cls, dict(cfg.env.kwargs), cfg.env.isolate_global_rng)
+        rollout = build_rollout(cfg, engine, make)
         rollout.policy_version = spec.version
         while (message := pipe.incoming.get()) is not None and message != Pipe.EOF:
             if message[0] == "weights":

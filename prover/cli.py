@@ -95,7 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from prover.envs import make_env
+    from prover.envs import make_configured_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
     from prover.run import RunDir
@@ -104,7 +104,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     cfg.warmstart.enabled = True
     run = RunDir(cfg)
     run.start(fresh=False)
-    folder = prepare_policy(cfg, run, lambda: make_env(cfg.env.name, **cfg.env.kwargs), Reporter())
+    folder = prepare_policy(cfg, run, lambda: make_configured_env(cfg.env), Reporter())
     print(f"warm-started policy saved in {folder}")
     return 0
 
@@ -112,7 +112,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from prover.config import engine_dtype
     from prover.engines import make_engine
-    from prover.envs import make_env
+    from prover.envs import make_configured_env
     from prover.lora import is_adapter_checkpoint, merged_policy
     from prover.modeling import apply_threads
     from prover.progress import Reporter
@@ -127,7 +127,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     engine = make_engine(cfg.engine.name, str(model), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
     rollout = None
     try:
-        rollout = build_rollout(cfg, engine, lambda: make_env(cfg.env.name, **cfg.env.kwargs))
+        rollout = build_rollout(cfg, engine, lambda: make_configured_env(cfg.env))
         record, batch = evaluate_policy(cfg, rollout)  # the trainer's own evaluation, in one process
     finally:  # however it ends, as the trainer closes its engine (servers, threads, a local model)
         try:
@@ -216,9 +216,11 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     kwargs, stage = _env_kwargs(args.kwargs), "building the env"
     check_env_settings(args.name, kwargs)  # the check `prover train` makes of env.kwargs: the same one line
     try:
-        env = make_env(args.name, **kwargs)  # its errors name the env already
+        isolate = args.isolate_global_rng
+        env = make_env(args.name, isolate_global_rng=isolate, **kwargs)  # its errors name the env already
         stage = "checking the env"
-        n = check_env(env) + check_gymnasium(env)
+        n = check_env(env, make_twin=lambda: make_env(args.name, isolate_global_rng=isolate, **kwargs))
+        n += check_gymnasium(env)
     except ContractError as exc:
         raise ContractError(f"{args.name}: {exc}") from exc
     except ProverError:
@@ -261,6 +263,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                         "contract and gymnasium's env checker")
     ce.add_argument("name", help="a registered env name, or package.module:Class")
     ce.add_argument("kwargs", nargs="*", help="the env's arguments as key=value, e.g. max_steps=20")
+    ce.add_argument("--isolate-global-rng", action="store_true", help="check the env as a run with "
+                    "env.isolate_global_rng=true makes it (each instance its own random and numpy RNGs)")
     ce.set_defaults(fn=cmd_check_env)
     from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 

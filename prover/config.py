@@ -27,6 +27,10 @@ class Section(StrictNumbers):  # steps=true is refused, not read as 1
 class EnvConfig(Section):
     name: str = Field("alfworld-sim", description="Registered env name (see `prover list`), or 'module:Class'.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the env's constructor.")
+    isolate_global_rng: bool = Field(False, description="Give each env instance its own copy of the process-wide "
+                                     "random and numpy RNGs, swapped in around every call into it, as for a class "
+                                     "that declares uses_global_rng (prover/envs/global_rng.py): for a foreign "
+                                     "env that draws from them, which check-env reports as rule global-rng.")
 
 
 class TinyModelConfig(Section):

@@ -177,13 +177,13 @@ def merged_policy(cfg: TrainConfig, adapter: Path, report: Any) -> Path:
     merged), for ``prover eval``; built once per adapter file in ``<run.dir>/models``."""
     import hashlib
 
-    from prover.envs import make_env
+    from prover.envs import make_configured_env
     from prover.learner import Learner
     from prover.policy import build_once, prepare_policy
     from prover.run import RunDir
 
     run = RunDir(cfg)
-    base = prepare_policy(cfg, run, lambda: make_env(cfg.env.name, **cfg.env.kwargs), report)
+    base = prepare_policy(cfg, run, lambda: make_configured_env(cfg.env), report)
     check_base(adapter, base)
     with open(adapter / "adapter_model.safetensors", "rb") as f:
         key = hashlib.file_digest(f, "sha256").hexdigest()[:10]

@@ -56,10 +56,10 @@ def check_run_folder(path: Path, setting: str = "run.dir") -> None:
 
 
 def check_env(cfg: TrainConfig) -> None:
-    from prover.envs import make_env
+    from prover.envs import make_configured_env
     from prover.turn_prompts import agent_spec_for
 
-    env = make_env(cfg.env.name, **cfg.env.kwargs)
+    env = make_configured_env(cfg.env)
     try:
         for split in dict.fromkeys(["train", cfg.eval.split]):
             try:

@@ -22,7 +22,7 @@ from prover.config import TrainConfig, engine_dtype
 from prover.credit import CreditContext, make_credit
 from prover.distributed import Ranks
 from prover.engines import make_engine
-from prover.envs import make_env
+from prover.envs import make_configured_env
 from prover.errors import EnvFaultError, NonFiniteError
 from prover.eval_cache import EvalCache
 from prover.judges import make_judge
@@ -170,7 +170,7 @@ class Trainer:
                 self.report.note(f"starting a new run in {self.run.path}: the old run's metrics and checkpoints "
                                  f"were moved to {moved} (use --resume to continue a run instead)")
         self.ranks.barrier()
-        self.make_env = lambda: make_env(cfg.env.name, **cfg.env.kwargs)
+        self.make_env = lambda: make_configured_env(cfg.env)
         lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
         policy_dir = ckpt if ckpt and not lora else prepare_policy(cfg, self.run, self.make_env, self.report)
         self.policy_dir = None if ckpt else policy_dir  # the starting policy, whose evaluation may be kept

@@ -59,7 +59,7 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool, echo: Echo = pr
                   head: str = "") -> tuple[TrainConfig, bool]:
     """The cell's config, set to start from the warm-started policy it shares with other cells, and whether
     that policy was built now by this process (rather than found, or built by another one it waited for)."""
-    from prover.envs import make_env
+    from prover.envs import make_configured_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
     from prover.run import RunDir
@@ -79,7 +79,7 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool, echo: Echo = pr
     try:
         models.mkdir(parents=True, exist_ok=True)
         before = _built(models)  # a new folder after prepare_policy means this process built one
-        folder = prepare_policy(shared, RunDir(shared), lambda: make_env(cfg.env.name, **cfg.env.kwargs),
+        folder = prepare_policy(shared, RunDir(shared), lambda: make_configured_env(cfg.env),
                                 Reporter(quiet=not verbose))
         built = _built(models) != before
     finally:

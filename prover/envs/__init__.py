@@ -11,13 +11,23 @@ from typing import Any
 from prover.envs.agent_spec import AgentSpec, ParsedAction
 from prover.envs.base import ReplaySnapshot, TextEnv
 from prover.envs.checker import check_env
+from prover.envs.global_rng import protected_class
 from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
 
 
-def make_env(name: str, **kwargs: Any) -> TextEnv:
-    """Build the env registered as ``name`` with ``kwargs``; the result must be a ``TextEnv``."""
+def make_configured_env(env: Any) -> TextEnv:
+    """The run's env from its ``env`` config section (name, kwargs, isolate_global_rng)."""
+    return make_env(env.name, isolate_global_rng=env.isolate_global_rng, **env.kwargs)
+
+
+def make_env(name: str, /, isolate_global_rng: bool = False, **kwargs: Any) -> TextEnv:
+    """Build the env registered as ``name`` with ``kwargs``; the result must be a ``TextEnv``. Its global
+    RNGs are kept per instance (``prover.envs.global_rng``) when its class declares ``uses_global_rng`` or
+    ``isolate_global_rng`` is set (the run's ``env.isolate_global_rng``)."""
     cls = ENVS.get(name)
+    if isinstance(cls, type) and issubclass(cls, TextEnv):
+        cls = protected_class(cls, isolate_global_rng)
     try:
         env = cls(**kwargs)
     except TypeError as exc:
@@ -27,4 +37,4 @@ def make_env(name: str, **kwargs: Any) -> TextEnv:
     return env
 
 
-__all__ = ["AgentSpec", "ParsedAction", "ReplaySnapshot", "TextEnv", "check_env", "make_env"]
+__all__ = ["AgentSpec", "ParsedAction", "ReplaySnapshot", "TextEnv", "check_env", "make_configured_env", "make_env"]

@@ -37,7 +37,11 @@ holding one ends its episode as an env error naming the text (``prover.envs.text
 
 Capability flags (class attributes): ``deterministic`` (same seed and actions give the same
 episode), ``can_snapshot`` (snapshot/restore work; False refuses branching credit methods at config
-time), ``native_snapshot`` (snapshot is a cheap copy, not a replay).
+time), ``native_snapshot`` (snapshot is a cheap copy, not a replay), ``uses_global_rng`` (the env draws
+from the process-wide ``random`` or ``np.random``: prover then gives each instance its own copy of them,
+``prover.envs.global_rng``; ``env.isolate_global_rng: true`` does the same for a class that does not say),
+``expert_follows_plan`` (``expert_action`` follows a fixed plan, e.g. a gold path, and returns None once
+an action off it was taken: the warm start ends such an episode there).
 
 ``pivotal_turns(trajectory) -> list[int] | None`` (optional, diagnostics only)
     The turns of a recorded ``Trajectory`` at which the decision taken changed the best achievable
@@ -99,6 +103,8 @@ class TextEnv(gym.Env, Configurable):
     deterministic: ClassVar[bool] = True
     can_snapshot: ClassVar[bool] = True
     native_snapshot: ClassVar[bool] = False
+    uses_global_rng: ClassVar[bool] = False
+    expert_follows_plan: ClassVar[bool] = False
     agent_spec: ClassVar[AgentSpec] = AgentSpec()
     train_recipe: ClassVar[dict[str, Any]] = {}
 
@@ -168,7 +174,8 @@ class TextEnv(gym.Env, Configurable):
 
     # -- optional ------------------------------------------------------------------------------
     def expert_action(self) -> str | None:
-        """An oracle's next action from the current state, or None if the env has no expert."""
+        """An oracle's next action from the current state, or None if the env has no expert (or, with
+        ``expert_follows_plan``, none from here: an earlier action left its plan)."""
         return None
 
     def corpus_env(self) -> TextEnv | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from prover.envs.base import TextEnv
+from prover.envs.checker_lockstep import check_reset_lockstep, check_restore_lockstep, second_instance
 from prover.envs.text import text_problem
 from prover.errors import ContractError
 
@@ -119,11 +120,15 @@ def check_step_types(env: TextEnv, seed: int) -> None:
         _nonsense(env, seed, 3)
 
 
-def check_seed_determinism(env: TextEnv, seed: int, n_steps: int) -> None:
+def check_seed_determinism(env: TextEnv, seed: int, n_steps: int, twin: TextEnv | None = None) -> None:
+    """The same seed and actions give the same episode, twice alone and (with ``twin``) in lockstep with
+    another instance, as a rollout steps a group (``prover.envs.checker_lockstep``)."""
     a = _rollout(env, seed, n_steps, _random_picker(seed))
     b = _rollout(env, seed, n_steps, _random_picker(seed))
     if a != b:
         _fail("seed-determinism", f"two episodes with seed {seed} and the same actions differ")
+    if twin is not None:
+        check_reset_lockstep(env, twin, seed, n_steps, _random_picker, _step, _fail)
 
 
 def _plain_fields(env: TextEnv) -> dict[str, Any]:
@@ -154,7 +159,9 @@ def _check_restored(env: TextEnv, record: tuple, fields: dict[str, Any], key: Ha
               f"at {where}")
 
 
-def check_snapshot_restore(env: TextEnv, seed: int, n_steps: int) -> None:
+def check_snapshot_restore(env: TextEnv, seed: int, n_steps: int, twin: TextEnv | None = None) -> None:
+    """A restore brings the state back (its fields, its key, its future), and (with ``twin``) the snapshot
+    restored into two instances stepped in lockstep plays the same future in each."""
     if not env.can_snapshot:
         return
     pick = _random_picker(seed + 1)
@@ -189,6 +196,9 @@ def check_snapshot_restore(env: TextEnv, seed: int, n_steps: int) -> None:
     if first != second:
         _fail("snapshot-restore", f"the same actions after restore(snapshot) taken at {where} gave "
               "different results")
+    if twin is not None and not (term or trunc):
+        check_restore_lockstep(env, twin, snap, info_at, where, n_steps - len(actions),
+                               lambda: _random_picker(seed + 2), _step, _fail)
 
 
 def _outcome(step_out: tuple) -> tuple:
@@ -286,22 +296,27 @@ def check_corpus_env(env: TextEnv) -> None:
 
 
 def check_env(env: TextEnv, seeds: tuple[int, ...] = (0, 1, 2), n_steps: int = 30,
-              key_budget_s: float = 1.0) -> int:
+              key_budget_s: float = 1.0, make_twin: Callable[[], TextEnv] | None = None) -> int:
     """Run every contract check on ``env``; raise ``ContractError`` on the first broken rule.
-    Returns the number of checks that ran (the snapshot checks are skipped when ``can_snapshot`` is False)."""
+    Returns the number of checks that ran (the snapshot checks are skipped when ``can_snapshot`` is False).
+    ``make_twin`` builds the second instance the lockstep checks step alongside ``env`` (default: a deep
+    copy of ``env``); they count with seed-determinism and snapshot-restore."""
     if not isinstance(env, TextEnv):
         _fail("type", f"{type(env).__name__} is not a prover.envs.TextEnv")
     check_corpus_env(env)
+    twin = second_instance(env, make_twin, _fail)
     count = 1
     for seed in seeds:
         check_reset(env, seed)
         check_step_types(env, seed)
-        check_seed_determinism(env, seed, n_steps)
+        check_seed_determinism(env, seed, n_steps, twin)
         count += 3
         if env.can_snapshot:
-            check_snapshot_restore(env, seed, n_steps)
+            check_snapshot_restore(env, seed, n_steps, twin)
             check_state_key(env, seed, n_steps, key_budget_s)
             count += 2
+    if make_twin is not None:  # ours to close (a deep copy shares nothing worth closing)
+        twin.close()
     return count
 
 
