@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
+from prover.envs.pool import EnvPool
 from prover.envs.text import text_problem
 from prover.episode_chat import EpisodeChat, chat_budget_reason
 from prover.errors import EnvFaultError, ProverError
@@ -38,6 +39,7 @@ class _Episode:
     done: bool = False
     limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
     prompt: list[int] | None = None  # chat context: the next turn's prompt, grown by each turn
+    saved: Any = None  # a continuation's state while another one holds its env (prover/envs/pool.py)
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
@@ -81,13 +83,15 @@ def check_env_errors(batch: Batch, max_share: float, env_name: str) -> None:
 
 
 class Rollout:
-    """Collects groups of episodes with an engine; owns a pool of envs reused across calls."""
+    """Collects groups of episodes with an engine; owns a pool of envs reused across calls, of which
+    branching continuations share at most ``max_branch_envs`` (None: as many as the pool holds)."""
 
     def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
                  sampling: SamplingParams, history_window: int | None = None,
                  chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None,
-                 context: str = "window") -> None:
+                 context: str = "window", max_branch_envs: int | None = None) -> None:
         self.make_env = make_env
+        self.pool = EnvPool(make_env, max_branch_envs)
         self.engine = engine
         self.max_turns = max_turns
         self.sampling = sampling
@@ -97,18 +101,10 @@ class Rollout:
         # "chat": one growing chat per episode (prover/episode_chat.py); "window": a prompt per turn
         self.chat = EpisodeChat(engine.tokenizer, self.chat_kwargs) if context == "chat" else None
         self.policy_version = 0  # the engine's weights, counted in learner updates; every Turn records it
-        self._pool: list[TextEnv] = []
-
-    def _envs(self, n: int) -> list[TextEnv]:
-        while len(self._pool) < n:
-            self._pool.append(self.make_env())
-        return self._pool[:n]
 
     def close(self) -> None:
         """Close the pooled envs (``gymnasium.Env.close``; the ``gymnasium`` adapter closes the env it wraps)."""
-        pool, self._pool = self._pool, []
-        for env in pool:
-            env.close()
+        self.pool.close()
 
     def run(self, task_seeds: list[int], group_size: int | list[int], *, split: str = "train", seed: int = 0,
             record_snapshots: bool = False, sampling: SamplingParams | None = None,
@@ -118,7 +114,7 @@ class Rollout:
         sizes = group_size if isinstance(group_size, list) else [group_size] * len(task_seeds)
         members = [(s, g) for s, n in zip(task_seeds, sizes) for g in range(n)]
         episodes = []
-        for env, (task_seed, g) in zip(self._envs(len(members)), members):
+        for env, (task_seed, g) in zip(self.pool.take(len(members)), members):
             task_id = f"{split}/{task_seed}"
             try:
                 obs, info = env.reset(seed=task_seed, options={"split": split})
@@ -152,16 +148,21 @@ class Rollout:
         not copied) followed by the continuation's own.
         """
         episodes = []
-        for env, (traj, t) in zip(self._envs(len(starts)), starts):
+        envs = self.pool.shared(len(starts))  # restored before each turn (EnvPool.hold), shared if fewer
+        for k, (traj, t) in enumerate(starts):
+            env = envs[k % len(envs)]
             obs, admissible, snapshot = self._branch_point(traj, t)
-            env.restore(snapshot)
             branch = Trajectory(traj_id=f"{traj.traj_id}@{t}", task_id=traj.task_id, task_text=traj.task_text,
                                 gold=traj.gold, turns=list(traj.turns[:t]))
             history = [(turn.observation, turn.action) for turn in traj.turns[:t]]
             limit = self.max_turns if max_new_turns is None else min(self.max_turns, t + max_new_turns)
             episodes.append(_Episode(env, branch, obs, {"admissible_actions": list(admissible)}, history=history,
-                                     limit=limit, prompt=self._chat_at(traj, t, env, obs, admissible)))
-        self._play(episodes, seed, record_snapshots, self.sampling, None)
+                                     limit=limit, prompt=self._chat_at(traj, t, env, obs, admissible),
+                                     saved=snapshot))
+        try:
+            self._play(episodes, seed, record_snapshots, self.sampling, None)
+        finally:
+            self.pool.release()
         return [e.traj for e in episodes]
 
     def _chat_at(self, traj: Trajectory, t: int, env: TextEnv, obs: str,
@@ -235,10 +236,12 @@ class Rollout:
             if not live:
                 break
             live, specs, prompts = self._prompts(live)
+            self.pool.assign(live)
             gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn")) if live else []
             for spec, e, prompt, gen in zip(specs, live, prompts, gens):
                 completion_ids, logprobs, text = completion_of(tok, gen, spec.stop)
                 parsed = spec.parse(text)
+                self.pool.hold(e)
                 state_key = e.env.state_key()
                 snapshot = e.env.snapshot() if record_snapshots else None
                 answer, fault = env_step(e.env, parsed.action)
@@ -275,6 +278,8 @@ class Rollout:
             if len(e.history) >= self.max_turns:
                 e.done, e.traj.truncated, e.traj.truncation = True, True, "max_turns"
             else:  # stopped by a bounded continuation: keep where, to go on from it later
+                if record_snapshots:
+                    self.pool.hold(e)
                 e.done = True
                 e.traj.resume = ResumePoint(e.env.snapshot() if record_snapshots else None, e.obs,
                                             tuple(e.info.get("admissible_actions") or ()))
@@ -284,10 +289,12 @@ def build_rollout(cfg: TrainConfig, engine: Any, make_env_fn: Any) -> Rollout:
     """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
     s = cfg.rollout.sampling
     budget = prompt_budget(cfg.rollout.max_prompt_tokens, s.max_new_tokens, engine.context_length)
+    branch_envs = cfg.rollout.max_branch_envs or cfg.rollout.groups_per_step * cfg.rollout.group_size
     return Rollout(make_env_fn, engine, max_turns=cfg.rollout.max_turns,
                    sampling=SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
                    history_window=cfg.rollout.history_window, chat_kwargs=cfg.model.chat_template_kwargs,
-                   max_prompt_tokens=budget, context=cfg.rollout.context)
+                   max_prompt_tokens=budget, context=cfg.rollout.context,
+                   max_branch_envs=branch_envs)
 
 
 def engine_counts(engine: Any, phase: str) -> dict[str, float]:

@@ -271,7 +271,8 @@ class Trainer:
                 phases.timed("sync", self.sync_weights, step)
                 # 5. metrics (merged over processes), then checkpoint (a crash between them repeats this step)
                 record = ranks.merged({"step": step, "phase": "train", **batch_metrics(batch),
-                                       **self.brancher.take_counts(), **counts, **adv.metrics, **learner_stats,
+                                       **self.brancher.take_counts(), **self.rollout.pool.take_counts(), **counts,
+                                       **adv.metrics, **learner_stats,
                                        **self.truth.metrics(batch, adv.segments),
                                        **{f"time/{k}": v for k, v in phases.seconds.items()},
                                        "time/step": sum(phases.seconds.values())})
