@@ -9,6 +9,7 @@ lockstep are not. ``NativeDiceEnv`` snapshots by copying its fields (the RNG not
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class DeclaredDiceEnv(DiceEnv):
 class SharedCounterEnv(DiceEnv):
     """Rolls come from a counter every instance shares (a class attribute), reset with the episode."""
 
-    shared_rolls = [0]
+    shared_rolls: ClassVar[list[int]] = [0]
 
     def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
         SharedCounterEnv.shared_rolls[0] = seed

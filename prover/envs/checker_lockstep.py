@@ -30,7 +30,7 @@ def second_instance(env: TextEnv, make_twin: Callable[[], TextEnv] | None, fail:
     """The instance stepped alongside ``env``: ``make_twin()``, else a deep copy of ``env``."""
     try:
         return make_twin() if make_twin is not None else copy.deepcopy(env)
-    except Exception as exc:  # noqa: BLE001 - any failure is one line naming what to pass
+    except Exception as exc:  # any failure is one line naming what to pass
         how = "make_twin()" if make_twin is not None else "copy.deepcopy(env)"
         fail("lockstep", f"cannot make a second instance to step in lockstep with the first: {how} raised "
              f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}; pass make_twin= to check_env")

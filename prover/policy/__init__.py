@@ -127,6 +127,7 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
         rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                            seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
                            chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick, context=cfg.rollout.context,
+                           note=report.note,
                            max_prompt_tokens=prompt_budget(cfg.rollout.max_prompt_tokens,
                                                            cfg.rollout.sampling.max_new_tokens, model_positions(base)))
     n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)
