@@ -7,6 +7,7 @@ restored into both, and names a dependence on the global RNGs (rule ``global-rng
 
 from __future__ import annotations
 
+import inspect
 import random
 
 import numpy as np
@@ -44,6 +45,8 @@ def test_the_same_env_protected_passes_check_env():
     declared = make_env(f"{MODULE}:DeclaredDiceEnv")  # the class's flag alone: no setting needed
     assert isinstance(declared, GlobalRngIsolation) and isinstance(declared, DeclaredDiceEnv)
     assert type(declared).__name__ == "DeclaredDiceEnv"
+    assert inspect.signature(type(declared)) == inspect.signature(DeclaredDiceEnv)  # settings checks see the same
+    assert type(declared).Config is DeclaredDiceEnv.Config
     assert check_env(declared, seeds=(0,), n_steps=8) == 6
 
 

@@ -21,6 +21,7 @@ draw from ``random`` while an env call runs (prover steps envs from one thread).
 
 from __future__ import annotations
 
+import inspect
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -149,9 +150,12 @@ def isolated_class(cls: type) -> type:
     if issubclass(cls, GlobalRngIsolation):
         return cls
     if cls not in _ISOLATED:
-        _ISOLATED[cls] = type(cls.__name__, (GlobalRngIsolation, cls),
-                              {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                               "__doc__": cls.__doc__})
+        # the same name, constructor signature and settings as ``cls``: only its instances' RNGs differ
+        body = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+                "__signature__": inspect.signature(cls)}
+        if "Config" in dir(cls):
+            body["Config"] = cls.Config
+        _ISOLATED[cls] = type(cls.__name__, (GlobalRngIsolation, cls), body)
     return _ISOLATED[cls]
 
 
