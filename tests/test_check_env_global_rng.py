@@ -121,3 +121,14 @@ def test_the_run_setting_and_the_worker_factory_apply_the_protection():
     assert isinstance(EnvFactory(DiceEnv, {}, True)(), GlobalRngIsolation)
     assert isinstance(EnvFactory(DeclaredDiceEnv, {})(), GlobalRngIsolation)
     assert not isinstance(EnvFactory(DiceEnv, {})(), GlobalRngIsolation)
+
+
+def test_the_check_env_command_names_the_rule_and_checks_with_the_protection(capsys):
+    from prover.cli import main
+
+    assert main(["check-env", f"{MODULE}:DiceEnv"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "check_env [global-rng]" in err
+    assert main(["check-env", f"{MODULE}:DiceEnv", "--isolate-global-rng"]) == 0
+    assert main(["check-env", f"{MODULE}:DeclaredDiceEnv"]) == 0
+    assert capsys.readouterr().out.count("passes the env contract (17 checks)") == 2
