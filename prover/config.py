@@ -314,7 +314,11 @@ def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
-    return config_from_tree(read_tree(path, overrides))
+    from prover.config_overrides import type_overrides_by_field
+
+    tree = read_tree(path, overrides)
+    type_overrides_by_field(tree, overrides)  # env.kwargs.actions=[1,2] into a list[str] is ["1", "2"]
+    return config_from_tree(tree)
 
 
 def config_from_tree(tree: dict) -> TrainConfig:
