@@ -45,7 +45,7 @@ def step_table(res: dict) -> list[str]:
 
 def flops_table(res: dict, peak: dict) -> list[str]:
     """Achieved GFLOP/s of each run's rollout and learner against this CPU's one-thread peaks."""
-    from flops import ModelShape
+    from benchmarks.perf.flops import ModelShape
 
     shape = ModelShape(**res["shape"])
     lines = ["", "Achieved GFLOP/s by phase (decoder and LM-head matrix FLOPs from the token counts: prefill and "

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "llama-vs-hf.json"
 
 
@@ -79,7 +79,7 @@ def measure(args: argparse.Namespace) -> dict:
     gguf = assemble(SHIPPED["smollm2-135m"])
     engines = {d: HFEngine(folder, dtype=d, prefix_cache_mb=0) for d in ("float32", "bfloat16")}
     tok = engines["float32"].tokenizer
-    from bf16 import openings
+    from benchmarks.perf.bf16 import openings
 
     prompts = openings(tok)
     banned = sorted(set(engines["float32"].stop_ids))
@@ -114,7 +114,6 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     res = measure(args)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps({k: res[k] for k in ("tokens_per_s", "over_llama")}, indent=1))

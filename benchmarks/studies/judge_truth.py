@@ -46,7 +46,7 @@ from prover.judges.random_judge import RandomJudge
 from prover.truth import segment_hits
 from prover.types import Group, JudgeRequest, Trajectory, Turn
 
-HERE = Path(__file__).parent
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 JUDGES = {
     "contrast": lambda: ContrastJudge(ContrastSettings()),
     "text-contrast": lambda: TextContrastJudge(TextContrastSettings()),
@@ -289,7 +289,7 @@ def table(name: str, config: dict, result: dict, show_paths: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=HERE / "judge_truth.yaml")
+    parser.add_argument("--config", type=Path, default=CONFIGS / "judge_truth.yaml")
     parser.add_argument("--sets", nargs="*", default=None, help="which settings of the file (default: all)")
     parser.add_argument("--paths", action="store_true", help="split each judge's hits by its rule path")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables to this markdown file")

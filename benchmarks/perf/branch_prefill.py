@@ -21,10 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from cell_speed import child_env, train_child  # noqa: E402
+from benchmarks.perf.cell_speed import child_env, train_child
 
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "branch-prefill.json"
 
 

@@ -22,12 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "perf" / "recipes.json"
 
 
 def run(name: str, seed: int, overrides: list[str]) -> dict:
-    from cell_speed import train_child
+    from benchmarks.perf.cell_speed import train_child
 
     with tempfile.TemporaryDirectory() as tmp:
         argv = [sys.executable, "-m", "prover.cli", "train", f"seed={seed}", *overrides, f"run.dir={tmp}"]
@@ -62,7 +62,7 @@ def fresh_clone(res: dict) -> list[str]:
 def section(res: dict, levers: dict | None = None) -> list[str]:
     """docs/perf.md's section: today's main job on an idle machine, the SFT's rate by lever, the recipes tried
     (``levers``: benchmarks/sft_levers.py's result)."""
-    from sft_levers import sentence
+    from benchmarks.perf.sft_levers import sentence
 
     idle, rate = res["idle_main"], res["sft_rate_idle"]
     phases = ", ".join(f"{name} {s:.0f} s" for name, s in idle["phases"].items() if s >= 1)

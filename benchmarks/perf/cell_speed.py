@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # bench_pivot_12steps.yaml's common block and its prover+contrast row, as command-line settings both trees read
 CELL = ["env.name=pivot-sim", "warmstart.enabled=false", "steps=12", "learner.lr=2e-5",
         "rollout.groups_per_step=4", "rollout.group_size=4", "rollout.max_turns=16",

@@ -43,9 +43,9 @@ import types
 from pathlib import Path
 
 import numpy as np
-from hgpo_vs_reference import alfworld_batch, few_states_batch, walk_batch
-from reference_files import PinnedFiles
 
+from benchmarks.conformance.hgpo_vs_reference import alfworld_batch, few_states_batch, walk_batch
+from benchmarks.conformance.reference_files import PinnedFiles
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.graphgpo import GraphGPOConfig, graphgpo_row_advantages

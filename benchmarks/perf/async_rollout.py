@@ -1,6 +1,6 @@
 """Asynchronous rollouts against the synchronous loop, side by side in one run (issue 29 §3).
 
-    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py [--envs pivot-sim alfworld-sim]
+    OMP_NUM_THREADS=1 nice -n 19 python -m benchmarks.perf.async_rollout [--envs pivot-sim alfworld-sim]
         [--seeds 0 1 2] [--steps 12] [--policy ENV=DIR ...] [--two-threads] [--out FILE] [overrides ...]
 
 Per env, one warm start (the bench recipe's, or ``--policy``) shared by every cell; then per seed, back
@@ -16,8 +16,8 @@ other way to use the second core). Each cell reports:
 - held-out success at step 0 and after the last step (``eval.episodes`` episodes, the same tasks for
   every cell), and the mean lag of its rows.
 
-Writes the JSON (``--out``) and rewrites docs/perf.md with it (benchmarks/perf.py's page). The machine is
-a shared 2-core box: the cells of a seed run one after the other, so read the ratios within a seed.
+Writes the JSON (``--out``) only; ``python -m benchmarks.perf.page --render`` shows it in docs/perf.md. The
+machine is a shared 2-core box: the cells of a seed run one after the other, so read the ratios within a seed.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "results" / "async_rollout.json"
-# the recipes of the benches (benchmarks/bench_pivot_tuning.yaml, 2 racks; benchmarks/bench_alfworld.yaml), with
+from benchmarks.perf.results import ASYNC as OUT
+from benchmarks.perf.results import RENDER_HINT, when
+
+# the recipes of the benches (benchmarks/configs/bench_pivot_tuning.yaml, 2 racks; bench_alfworld.yaml), with
 # ProVer + contrast (K = 4) as the method, so verification runs under staleness too; 192 held-out episodes
 TINY = ["model.tiny.vocab_size=1024", "model.tiny.hidden_size=96", "model.tiny.num_layers=3", "model.tiny.num_heads=4",
         "model.tiny.intermediate_size=288", "model.tiny.corpus_episodes=200"]
@@ -120,8 +121,6 @@ def summarize(cells: list[dict]) -> dict:
 
 def section(res: dict) -> list[str]:
     """docs/perf.md's section: steps per hour and held-out success, synchronous against asynchronous."""
-    from perf_page import when
-
     lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "", f"`{res['command']}`", "",
              f"{res['steps']} RL steps per cell ({res.get('method', '')}) from one warm start per env; the cells "
              "of a seed ran one after the other. `async` is two processes (learner, rollout worker), one torch "
@@ -174,7 +173,8 @@ def main() -> None:
                     c = cells[-1]
                     print(f"{env} seed {seed} {mode}: {c['steps_per_hour']:.0f} steps/h, held-out "
                           f"{c['eval_start']:.3f} -> {c['eval_end']:.3f}, lag {c['mean_lag']:.2f}", flush=True)
-    result = {"command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/async_rollout.py " + " ".join(sys.argv[1:]),
+    command = "OMP_NUM_THREADS=1 nice -n 19 python -m benchmarks.perf.async_rollout " + " ".join(sys.argv[1:])
+    result = {"command": command,
               "settings": {env: ENVS[env]["settings"] + args.overrides for env in args.envs}, "steps": args.steps,
               "method": "prover + contrast judge, credit.samples=4",
               "policies": {env: given.get(env, "built") for env in args.envs}, "cells": cells,
@@ -184,12 +184,9 @@ def main() -> None:
                            "cpus": os.cpu_count(), "python": platform.python_version()}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    from perf import write_page
-
-    write_page()
     print(json.dumps(result["summary"], indent=1))
+    print(f"wrote {args.out}; {RENDER_HINT}")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

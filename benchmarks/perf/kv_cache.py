@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "kv_cache.json"
 SMOLLM2 = Path.home() / ".cache" / "prover" / "models" / "smollm2-135m-instruct"
 

@@ -41,10 +41,10 @@ import types
 from pathlib import Path
 
 import numpy as np
-from credit_speed import record_batch
-from credit_vs_reference import synthetic_batch
-from reference_files import PinnedFiles
 
+from benchmarks.conformance.credit_vs_reference import synthetic_batch
+from benchmarks.conformance.reference_files import PinnedFiles
+from benchmarks.perf.credit_speed import record_batch
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.hgpo import HGPOConfig, hgpo_row_advantages

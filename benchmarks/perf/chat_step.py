@@ -29,10 +29,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from cell_speed import child_env, train_child  # noqa: E402
+from benchmarks.perf.cell_speed import child_env, train_child
 
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "chat-step.json"
 DOCUMENTED = ["env.name=pivot-sim", "env.kwargs.prompt=full", "env.kwargs.n_pivots=1", "env.kwargs.delay=1",
               "env.kwargs.irrelevant_share=0.5", "warmstart.enabled=false", "credit.name=grpo",
@@ -53,8 +52,9 @@ def shape_of(model: str) -> dict:
     """FLOPs per token of the model (benchmarks/flops.py), for the page's achieved FLOP/s."""
     from dataclasses import asdict
 
-    from flops import ModelShape
     from transformers import AutoConfig
+
+    from benchmarks.perf.flops import ModelShape
 
     return asdict(ModelShape.of(AutoConfig.from_pretrained(model)))
 

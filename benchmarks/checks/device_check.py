@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Qwen3.5-2B's text model (qwen3_5_text): hidden 2048, 24 layers (3 Gated DeltaNet to 1 full attention),
 # 8 query / 2 key-value heads of 256, MLP 6144, vocabulary 248,320, tied embeddings; about 1.9B parameters.

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "bf16.json"
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # prover's learner defaults (learner.clip_low / clip_high)
 
@@ -76,13 +76,9 @@ def learner_pass(model, prompts, completions, pad_id: int, autocast: bool) -> No
 
 
 def measure(model_dir: str, rounds: int) -> dict:
-    import sys
-
+    from benchmarks.perf.limits import matmul_gflops
     from prover.engines.hf import HFEngine
     from prover.types import SamplingParams
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from limits import matmul_gflops
 
     # SmolLM2's MLP: 1024 tokens of width 576 through its 1536-wide projection
     out: dict = {"peak_gflops": {name: matmul_gflops(1024, 576, 1536, seconds=0.3, dtype=dtype)

@@ -1,10 +1,11 @@
 """The limit: this CPU's matrix-product peak, the FLOP/s each phase of the main job achieves against it, and
 two levers (torch threads; length-banded batches) measured side by side in the same run.
 
-    python benchmarks/limits.py [--policy DIR] [--sft-episodes 40] [--eval-episodes 64] [--render]
+    python -m benchmarks.perf.limits [--policy DIR] [--sft-episodes 40] [--eval-episodes 64]
 
-Writes benchmarks/results/perf/limits.json and rewrites docs/perf.md ("The limit", by perf_page.py); also
-``python benchmarks/perf.py --sections limits``. What it runs, all in this process:
+Writes benchmarks/results/perf/limits.json only; ``python -m benchmarks.perf.page --render`` then shows it in
+docs/perf.md ("The limit", rendered by benchmarks.perf.page_limits). ``python -m benchmarks.perf.run
+--sections limits`` measures it and rewrites the page in one go. What it runs, all in this process:
 
 - peak:    fp32 matrix products with torch at 1 and 2 threads, at the tiny model's shapes and at large ones
            (best of a few rounds: the machine is shared, and the best round is the least disturbed).
@@ -12,7 +13,7 @@ Writes benchmarks/results/perf/limits.json and rewrites docs/perf.md ("The limit
            the main job's warm start builds (``prover sft`` defaults in runs/limits, reused once built):
            the SFT on ``--sft-episodes`` expert episodes from the untrained base, and one ProVer step
            (rollout, Brancher, learner) between two evaluations of ``--eval-episodes``, with every forward
-           pass counted by benchmarks/flops.py (real tokens against the padded rectangle).
+           pass counted by benchmarks.perf.flops (real tokens against the padded rectangle).
 - threads: SFT batches/s and a smaller RL step (2 groups of 8) at 1 and 2 torch threads, alternated.
 - padding: the SFT's batches drawn at random (the old way) against length bands (``length_batches``), and
            the RL update's micro-batches in shuffled order against by length (``micro_batch_order``): the
@@ -25,18 +26,15 @@ import argparse
 import functools
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from flops import Meter  # noqa: E402
+from benchmarks.perf.flops import Meter
+from benchmarks.perf.results import RENDER_HINT, RESULTS, ROOT
 
-RESULTS = ROOT / "benchmarks" / "results" / "perf"
 # (label, m, k, n): an (m x k) @ (k x n) product
 SHAPES = [("tiny: SFT micro-batch through the MLP (8 rows x 125 tokens)", 1000, 128, 384),
           ("tiny: SFT micro-batch through the LM head", 1000, 128, 2048),
@@ -292,22 +290,14 @@ def main() -> None:
                     "in runs/limits)")
     ap.add_argument("--sft-episodes", type=int, default=40, help="expert episodes whose turns the SFT phase trains on")
     ap.add_argument("--eval-episodes", type=int, default=64, help="episodes of each evaluation")
-    ap.add_argument("--render", action="store_true", help="only rewrite docs/perf.md from the saved results")
     args = ap.parse_args()
-    if not args.render:
-        t0 = time.perf_counter()
-        result = measure(args.policy, args.sft_episodes, args.eval_episodes)
-        result["measured"] = {"seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                              time.gmtime()), "load_avg_1m": result["load"]["end"][0], "cpus": os.cpu_count()}
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "limits.json").write_text(json.dumps(result, indent=1))
-    from perf import PAGE, SECTIONS
-
-    from perf_page import render
-
-    PAGE.write_text(render({s: json.loads((RESULTS / f"{s}.json").read_text()) for s in SECTIONS
-                            if (RESULTS / f"{s}.json").is_file()}))
-    print(PAGE.read_text().split("## The limit")[1].split("\n## ")[0] if "## The limit" in PAGE.read_text() else "")
+    t0 = time.perf_counter()
+    result = measure(args.policy, args.sft_episodes, args.eval_episodes)
+    result["measured"] = {"seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                          time.gmtime()), "load_avg_1m": result["load"]["end"][0], "cpus": os.cpu_count()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "limits.json").write_text(json.dumps(result, indent=1))
+    print(f"wrote {RESULTS / 'limits.json'}; {RENDER_HINT}")
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 import yaml
-from judge_truth import judged_groups, wilson
 
+from benchmarks.studies.judge_truth import judged_groups, wilson
 from prover.chat import ChatModel, ChatReply, LiteLLMSettings, LocalSettings
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
@@ -43,7 +43,7 @@ from prover.credit.criticsearch import CriticSettings
 from prover.credit.triage import ROLES, TRIAGE, TriageConfig, label_truth
 from prover.types import Batch, Group, JudgeUsage, Trajectory
 
-HERE = Path(__file__).parent
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SUBSETS = {"all runs": lambda tr: True, "successes": lambda tr: tr.won, "failures": lambda tr: not tr.won}
 
 
@@ -191,7 +191,7 @@ def run_setting(name: str, groups: list, method: RecordingTriage, ctx: CreditCon
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=HERE / "judge_truth.yaml")
+    parser.add_argument("--config", type=Path, default=CONFIGS / "judge_truth.yaml")
     parser.add_argument("--sets", nargs="*", default=["defaults"], help="settings of the file (default: defaults)")
     parser.add_argument("--seeds", nargs="*", type=int, default=None,
                         help="seeds to play (default: the setting's own, 0-4 for every reported setting)")

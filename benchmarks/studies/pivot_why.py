@@ -16,8 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from pivot_tuning_readout import reach  # a sibling script (its folder is on sys.path)
-
+from benchmarks.studies.pivot_tuning_readout import reach
 from prover.bench.config import load_bench_config
 from prover.bench.matrix import plan
 from prover.bench.tables import collect
