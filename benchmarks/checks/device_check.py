@@ -1,6 +1,6 @@
-"""What benchmarks/device_check.sh runs: `prover train` with the hf engine in three stages, numbers in one JSON.
+"""What benchmarks/checks/device_check.sh runs: `prover train` with the hf engine in three stages, numbers in one JSON.
 
-    python benchmarks/device_check.py --out FILE [--cpu] [--work DIR] [--steps N] [--budget-s S]
+    python -m benchmarks.checks.device_check --out FILE [--cpu] [--work DIR] [--steps N] [--budget-s S]
 
 Stages, each its own `prover train` process (a stage that fails is recorded with its error; the rest run):
 
@@ -13,7 +13,7 @@ Stages, each its own `prover train` process (a stage that fails is recorded with
 
 The JSON is rewritten after every stage, so a run stopped early keeps what it measured. ``--cpu`` runs the
 same stages on CPU at toy sizes (a smoke test of the script itself); there accelerate would run the FSDP
-config as plain DDP, so the FSDP stage sets accelerate's state up as on a GPU (tests/accelerate_config_worker).
+config as plain DDP, so the FSDP stage sets accelerate's state up as on a GPU (prover.distributed.shard_on_cpu).
 """
 
 from __future__ import annotations
@@ -183,8 +183,7 @@ def fsdp_entry(record: str, argv: list[str]) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        sys.path.insert(0, str(ROOT / "tests"))
-        from accelerate_config_worker import shard_on_cpu
+        from prover.distributed import shard_on_cpu
 
         shard_on_cpu()
     from accelerate.state import PartialState

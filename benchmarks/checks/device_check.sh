@@ -2,12 +2,12 @@
 # Device check: `prover train` with the hf engine on one GPU of a machine with no network and no SGLang,
 # in under 8 minutes: the tiny policy, a random-weight model of Qwen3.5-2B's shape in bf16, and that model
 # under FSDP2 on one GPU (examples/accelerate/fsdp.yaml). Tokens/s, seconds per step and peak GPU memory go
-# to one JSON file (benchmarks/device_check.py says what each number is).
+# to one JSON file (benchmarks/checks/device_check.py says what each number is).
 #
-#   benchmarks/device_check.sh --fetch-wheels          here, with PyPI: the wheels that machine lacks, into .whl/
-#   benchmarks/device_check.sh [--out FILE]            there: installs them, then runs the check
+#   benchmarks/checks/device_check.sh --fetch-wheels          here, with PyPI: the wheels that machine lacks, into .whl/
+#   benchmarks/checks/device_check.sh [--out FILE]            there: installs them, then runs the check
 #                                                      (on a lent machine: --out $OUT/device-check.json)
-#   benchmarks/device_check.sh --cpu                   a smoke test of the same script on CPU, toy sizes
+#   benchmarks/checks/device_check.sh --cpu                   a smoke test of the same script on CPU, toy sizes
 #
 # The GPU machine's python has CUDA torch, transformers, accelerate, peft, numpy, scipy, pyyaml, rich and
 # einops; prover also needs pydantic and gymnasium, and Qwen3.5's linear-attention layers run much faster
@@ -18,7 +18,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: benchmarks/device_check.sh [options]
+usage: benchmarks/checks/device_check.sh [options]
   --out FILE        the JSON file [device-check.json]
   --cpu             toy sizes on CPU (the script's own test)
   --steps N         RL steps per stage [3]
@@ -33,7 +33,7 @@ EOF
 
 die() { echo "device_check: $*" >&2; exit 2; }
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 out="device-check.json" cpu="" steps=3 budget=400 work="runs/device-check" wheels=".whl" fla=1 python="" fetch=""
 while [[ $# -gt 0 ]]; do
@@ -86,7 +86,7 @@ if ! "$python" -c "$need" 2>/dev/null; then
   files=("$wheels"/*.whl)
   [[ -z "$fla" ]] && files=($(printf '%s\n' "${files[@]}" | grep -v -e '/fla_core-' -e '/flash_linear_attention-' || true))
   [[ ${#files[@]} -gt 0 ]] || die "$python lacks pydantic/gymnasium (or fla) and $wheels/ holds no wheels: \
-run 'benchmarks/device_check.sh --fetch-wheels' where PyPI is reachable, and bring $wheels/ along"
+run 'benchmarks/checks/device_check.sh --fetch-wheels' where PyPI is reachable, and bring $wheels/ along"
   site="$work-site"
   rm -rf "$site"
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "${files[@]}" \
@@ -99,4 +99,4 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 args=(--out "$out" --steps "$steps" --budget-s "$budget" --work "$work")
 [[ -n "$cpu" ]] && args+=(--cpu)
 # the stages keep to --budget-s; this bound is for everything else (model build, imports, a hung process)
-exec timeout --signal=TERM $((budget + 60)) "$python" benchmarks/device_check.py "${args[@]}"
+exec timeout --signal=TERM $((budget + 60)) "$python" -m benchmarks.checks.device_check "${args[@]}"

@@ -3,7 +3,7 @@
 # engine.name=sglang, then rollout tokens/s, the prefix-cache hit ratio of branching requests and the
 # weight-sync time, read from the run's metrics.jsonl.
 #
-#   benchmarks/gpu_check.sh [--model DIR] [--steps N] [options]      (--help lists them)
+#   benchmarks/checks/gpu_check.sh [--model DIR] [--steps N] [options]      (--help lists them)
 #
 # Needs an NVIDIA GPU and prover installed with a CUDA torch (pip install -e . without constraints/cpu.txt).
 # The first run creates SGLang's own venv through `prover serve` (several minutes, about 10 GB).
@@ -12,7 +12,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: benchmarks/gpu_check.sh [options]
+usage: benchmarks/checks/gpu_check.sh [options]
   --model DIR      policy model folder (Hugging Face checkpoint); default: the smallest Qwen model found in
                    $PROVER_GPU_CHECK_MODEL, ~/.cache/huggingface/hub, /models or ~/models
   --steps N        training steps [3]

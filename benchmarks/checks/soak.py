@@ -3,7 +3,7 @@ and then. Memory (RSS) and open file descriptors of the trainer must stay flat, 
 counted: the server's request count equals the sum of ``judge/calls + judge/retries`` over the run, and the
 env's raises equal the episodes ended as env errors.
 
-    python benchmarks/soak.py --steps 100 --out benchmarks/results/soak.md
+    python -m benchmarks.checks.soak --steps 100 --out benchmarks/results/soak.md
 
 The judge server (127.0.0.1, real HTTP) answers each request, chosen by a seeded draw: a hang past the
 client's timeout (``--timeout-share``), 429, 500, or a readable answer-only proposal. The env is pivot-sim
@@ -120,10 +120,12 @@ def run(args: argparse.Namespace) -> str:
     raises = tmp / "raises.txt"
     raises.touch()
     run_dir = tmp / "run"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from conftest import TINY_RUN
+    from benchmarks.checks.tiny_run import TINY_RUN
 
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent), RAISES_ENV=str(raises),
+    # the trainer finds this module (the env) and this tree's prover from the repository root
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]),
+               RAISES_ENV=str(raises),
                PROVER_SOAK_RAISES=str(raises), PROVER_SOAK_RAISE_SHARE=str(args.raise_share),
                PROVER_SOAK_KEY="soak-key", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     argv = [sys.executable, "-m", "prover.cli", "train", *TINY_RUN, "rollout.group_size=4", "env.kwargs.max_steps=8",
@@ -131,7 +133,8 @@ def run(args: argparse.Namespace) -> str:
             "warmstart.episodes=150", "warmstart.epochs=2", "warmstart.random_action_share=0.5",
             f"steps={args.steps}",
             f"run.dir={run_dir}",
-            "env.name=soak:FlakyEnv", "credit.name=prover", "judge.name=litellm", "judge.model=openai/soak",
+            "env.name=benchmarks.checks.soak:FlakyEnv", "credit.name=prover", "judge.name=litellm",
+            "judge.model=openai/soak",
             f"judge.api_base=http://127.0.0.1:{server.server_port}/v1", "judge.api_key_env=PROVER_SOAK_KEY",
             "judge.mode=answer-only", f"judge.timeout_s={args.timeout_s}", "judge.max_retries=1",
             "judge.backoff_s=0.01", "judge.max_failed_steps=1000", "rollout.max_env_error_share=1.0",
@@ -178,7 +181,8 @@ def report(args, rc, err, rows, samples, raises: Path, served: dict[str, int], e
     sent = total("judge/calls") + total("judge/retries")
     kinds = sorted({k for r in rows for k in r if k.startswith("judge/errors/")})
     lines = [f"# Soak: {len(rows)} steps (asked {args.steps}), exit {rc}", "",
-             f"`python benchmarks/soak.py --steps {args.steps}`; judge server shares: timeout {args.timeout_share}, "
+             f"`python -m benchmarks.checks.soak --steps {args.steps}`; judge server shares: timeout "
+             f"{args.timeout_share}, "
              f"429 {args.share_429}, 500 {args.share_500}; env raise share {args.raise_share} per step call.", "",
              "| figure | value |", "|---|---|"]
     if first:
