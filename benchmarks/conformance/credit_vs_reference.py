@@ -1,6 +1,6 @@
 """Our GiGPO and GRPO advantages against verl-agent's reference functions: speed ratio and float64 equality.
 
-    python benchmarks/credit_vs_reference.py [--reference PATH] [--no-fetch] [--repeats 5] [--seed N]
+    python -m benchmarks.conformance.credit_vs_reference [--reference PATH] [--no-fetch] [--repeats 5] [--seed N]
 
 The batch is synthetic and fixed: 16 groups x 8 trajectories x 5-50 turns (3,547 rows with the default seed),
 4-8 completion tokens a turn, 40% of episodes won (reward 1 at the last turn, scale 10), 5% of turns

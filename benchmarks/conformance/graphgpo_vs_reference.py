@@ -1,6 +1,6 @@
 """Our GraphGPO advantages against the reference's ``compute_graphgpo_outcome_advantage``, in float64, on three batches.
 
-    python benchmarks/graphgpo_vs_reference.py [--reference PATH] [--no-fetch]
+    python -m benchmarks.conformance.graphgpo_vs_reference [--reference PATH] [--no-fetch]
 
 The reference is ``recipe/GraphGPO/core_graph.py`` (with the ``gigpo/core_gigpo.py`` it imports) of
 ``zzj1111/alfworldauto``, a verl-agent fork holding the GraphGPO recipe, at the pinned commit below (the
@@ -22,7 +22,7 @@ How the reference is run:
   ``compute_graph_path_returns``; the invalid-format penalty is then subtracted from the step returns and
   from the score at each row's last token (``apply_invalid_action_penalty``); ``index`` is the group.
 
-Batches (from benchmarks/hgpo_vs_reference.py): (1) "walk": 8 groups x 8 trajectories x 5-50 turns of a
+Batches (from benchmarks/conformance/hgpo_vs_reference.py): (1) "walk": 8 groups x 8 trajectories x 5-50 turns of a
 random walk over 30 states; (2) "few-states": 6 groups x 8 x 3-20 turns over 3 states, 10% format-invalid
 turns, an all-failed group and a task with a single one-turn episode; (3) "alfworld-sim": recorded with a
 noisy expert, compared with state_key and with observation anchors (these also with similarity merging).

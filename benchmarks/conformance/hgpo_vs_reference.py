@@ -1,6 +1,6 @@
 """Our HGPO advantages against the reference's ``compute_hgpo_outcome_advantage``, in float64, on three batches.
 
-    python benchmarks/hgpo_vs_reference.py [--reference PATH] [--no-fetch]
+    python -m benchmarks.conformance.hgpo_vs_reference [--reference PATH] [--no-fetch]
 
 The reference is ``recipe/hgpo/core_hgpo.py`` of ``OliverLeeXZ/SERL`` (the HGPO authors' recipe) at the
 pinned commit below. It is never committed here: ``--reference PATH`` names a SERL checkout, a folder holding
@@ -19,11 +19,11 @@ How the reference is run:
   batch, and ``anchor_obs`` the turn's state_key (or observation text), each distinct one as a small int
   (the reference's ``to_hashable`` takes no arbitrary objects; equality is all it uses).
 
-Batches: (1) "walk": 8 groups x 8 trajectories x 5-50 turns of benchmarks/credit_vs_reference.py's
+Batches: (1) "walk": 8 groups x 8 trajectories x 5-50 turns of benchmarks/conformance/credit_vs_reference.py's
 synthetic random walk over 30 states (deep contexts are rarely shared); (2) "few-states": 6 groups x 8 x
 3-20 turns walking over 3 states, so contexts of every depth are shared, 10% format-invalid turns, wins at
 any length, plus an all-failed group and a task with a single one-turn episode; (3) "alfworld-sim":
-recorded from alfworld-sim with a noisy expert (benchmarks/credit_speed.py's recorder), compared with
+recorded from alfworld-sim with a noisy expert (benchmarks/perf/credit_speed.py's recorder), compared with
 state_key anchors and with observation-text anchors. Each is run in 6 settings (mode x base_group at
 history_length 2, and two at history_length 4 with alpha 0.5). Our side is the float64 per-row value before
 the float32 token broadcast; the reference's is its output at each row's first token.

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from benchmarks.perf.results import ASYNC as OUT
-from benchmarks.perf.results import RENDER_HINT, when
+from benchmarks.perf.results import RENDER_HINT, today_command, when
 
 # the recipes of the benches (benchmarks/configs/bench_pivot_tuning.yaml, 2 racks; bench_alfworld.yaml), with
 # ProVer + contrast (K = 4) as the method, so verification runs under staleness too; 192 held-out episodes
@@ -121,7 +121,8 @@ def summarize(cells: list[dict]) -> dict:
 
 def section(res: dict) -> list[str]:
     """docs/perf.md's section: steps per hour and held-out success, synchronous against asynchronous."""
-    lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "", f"`{res['command']}`", "",
+    lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "",
+             f"`{today_command(res['command'])}`", "",
              f"{res['steps']} RL steps per cell ({res.get('method', '')}) from one warm start per env; the cells "
              "of a seed ran one after the other. `async` is two processes (learner, rollout worker), one torch "
              "thread each, and samples each step's batch one policy version behind the learner "

@@ -1,6 +1,6 @@
 """bfloat16 on this CPU for a real model: what it buys the engine and the learner, and what it changes (issue 43 §4).
 
-    python benchmarks/bf16.py [--model DIR] [--rounds 3] [--threads 1]
+    python -m benchmarks.perf.bf16 [--model DIR] [--rounds 3] [--threads 1]
 
 On SmolLM2-135M-Instruct (``prover convert-gguf``'s folder), all in this process at ``--threads``:
 

@@ -1,6 +1,6 @@
 """The Brancher's prefill per generated token, windowed prompts against the chat context (issue 43).
 
-    python benchmarks/branch_prefill.py --before REV --policy DIR [--steps 2] [--seed 0]
+    python -m benchmarks.perf.branch_prefill --before REV --policy DIR [--steps 2] [--seed 0]
 
 The main job's ProVer step (alfworld-sim, the contrast judge, K = 4 continuations from each side of a
 segment) from a warm-started tiny policy (``--policy``: e.g. the main job's ``models/warmstart-*``), three

@@ -1,9 +1,9 @@
 """A bench cell's wall time, this tree beside an older revision's, at the same seeds and load (issue 29 §5).
 
-    python benchmarks/perf.py --sections cell --before REV [--cell-seeds 0,1,2,3,4] [--cell-threads 1]
-    python benchmarks/cell_speed.py --before REV [--seeds 0,1,2,3,4] [--threads 1|default] [--policy DIR]
+    python -m benchmarks.perf.run --sections cell --before REV [--cell-seeds 0,1,2,3,4] [--cell-threads 1]
+    python -m benchmarks.perf.cell_speed --before REV [--seeds 0,1,2,3,4] [--threads 1|default] [--policy DIR]
 
-The cell is benchmarks/bench_pivot_12steps.yaml's prover+contrast row: pivot-sim, 12 steps of 4 tasks x 4
+The cell is benchmarks/configs/bench_pivot_12steps.yaml's prover+contrast row: pivot-sim, 12 steps of 4 tasks x 4
 episodes, ProVer with the contrast judge at K = 4, held-out success on 288 tasks at steps 0, 6 and 12, from
 the bench's shared warm-started policy (``--policy``; else built once here with the bench's warm start).
 For each seed the two trees train that cell at the same time, one process each, so both see the same load;
@@ -147,9 +147,9 @@ def later_note(res: dict) -> list[str]:
 def table(res: dict) -> list[str]:
     """The section's markdown: each seed's seconds side by side, then the totals and the agreement check."""
     seeds = res["seeds"]
-    lines = [f"benchmarks/bench_pivot_12steps.yaml's prover+contrast cell (12 steps, 288 held-out episodes at "
+    lines = [f"benchmarks/configs/bench_pivot_12steps.yaml's prover+contrast cell (12 steps, 288 held-out episodes at "
              f"steps 0, 6, 12) at {res['before']} and at {res['after']}, both at once for each seed, "
-             f"threads: {res['threads']} (`python benchmarks/perf.py --sections "
+             f"threads: {res['threads']} (`python -m benchmarks.perf.run --sections "
              f"{'later-cell' if res.get('later_cell') else 'cell'} --before {res['before']} "
              f"--cell-threads {res['threads']}`).", *later_note(res), "",
              "| seed | before s | after s | after / before (wall) | before CPU s | after CPU s | "

@@ -1,6 +1,6 @@
 """A real model's RL step, this tree's chat context beside an older revision's windowed prompts (issue 43).
 
-    python benchmarks/chat_step.py --before REV [--model DIR] [--steps 2] [--turns 8] [--threads 1]
+    python -m benchmarks.perf.chat_step --before REV [--model DIR] [--steps 2] [--turns 8] [--threads 1]
 
 The run is docs/pretrained-policy.md's documented command (SmolLM2-135M-Instruct on pivot-sim, `full` prompts,
 GRPO, 2 groups of 4 episodes a step, LoRA, micro-batches of 4 rows) with ``rollout.max_turns`` and the env's
@@ -49,7 +49,7 @@ def default_model() -> str:
 
 
 def shape_of(model: str) -> dict:
-    """FLOPs per token of the model (benchmarks/flops.py), for the page's achieved FLOP/s."""
+    """FLOPs per token of the model (benchmarks/perf/flops.py), for the page's achieved FLOP/s."""
     from dataclasses import asdict
 
     from transformers import AutoConfig

@@ -1,6 +1,6 @@
 """Time each credit method takes on a fixed recorded batch, and what the Brancher costs.
 
-    python benchmarks/credit_speed.py [--groups 16] [--group-size 8] [--max-turns 50]
+    python -m benchmarks.perf.credit_speed [--groups 16] [--group-size 8] [--max-turns 50]
 
 The batch is recorded once from alfworld-sim with a noisy expert (no model): 16 groups x 8 episodes of
 up to 50 turns, 8 completion tokens a turn, snapshots on. Advantage time excludes generation: branching

@@ -1,6 +1,6 @@
 """Env steps per second and snapshot+restore microseconds, for every embedded env, in one run.
 
-    python benchmarks/env_speed.py [--steps 20000] [--real-steps 300]
+    python -m benchmarks.perf.env_speed [--steps 20000] [--real-steps 300]
 
 Table 1: alfworld-sim, webshop-sim, searchqa-sim and pivot-sim. Random admissible actions (the expert's, for an
 env without an action list) from seeded resets. The replay column times the base class's default

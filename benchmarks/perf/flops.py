@@ -1,6 +1,6 @@
 """FLOPs of a transformers causal LM's forward passes, counted from its config and the shapes each call gets.
 
-Used by benchmarks/limits.py. ``Meter.watch(model)`` hooks a model; every forward pass then adds to the tally
+Used by benchmarks/perf/limits.py. ``Meter.watch(model)`` hooks a model; every forward pass then adds to the tally
 of the phase the meter is in (``with meter.phase("learner"):``), split by kind: ``prefill`` (the engine's
 prompt passes: a shared prefix, the distinct rests, and generate's first step), ``decode`` (generate's later
 steps) or ``train`` (a pass with gradients, counted with its backward: 3x the forward).

@@ -1,6 +1,6 @@
 """What the ``hf`` engine's prefix cache saves on append-only multi-turn chats: the cache on and off, side by side.
 
-    python benchmarks/kv_cache.py [--turns 8] [--episodes 8] [--new-tokens 16] [--obs-tokens 40]
+    python -m benchmarks.perf.kv_cache [--turns 8] [--episodes 8] [--new-tokens 16] [--obs-tokens 40]
                                   [--models tiny,smollm2] [--out benchmarks/results/kv_cache.json]
 
 For each model (the run's default tiny policy built from pivot-sim's text; SmolLM2-135M-Instruct from
@@ -144,7 +144,7 @@ def main() -> None:
             summaries[name], lines = measure_model(name, str(folder), args)
             output += lines
             print("\n".join(lines), flush=True)
-    result = {"command": "python benchmarks/kv_cache.py " + " ".join(sys.argv[1:]), "output": "\n".join(output),
+    result = {"command": "python -m benchmarks.perf.kv_cache " + " ".join(sys.argv[1:]), "output": "\n".join(output),
               "summary": summaries,
               "measured": {"seconds": time.time() - start, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                            "load_avg_1m": load0, "threads": torch.get_num_threads(), "cpus": os.cpu_count(),

@@ -1,7 +1,7 @@
 """What forwarding each chat trajectory once saves the learner: one row per turn against one sequence row per
 trajectory (``learner.sequence_rows`` off and on), on the same synthetic chats, side by side in one process.
 
-    python benchmarks/learner_sequences.py [--episodes 8] [--turns 8] [--first 120] [--observation 40]
+    python -m benchmarks.perf.learner_sequences [--episodes 8] [--turns 8] [--first 120] [--observation 40]
         [--completion 16] [--repeats 3] [--models tiny,smollm2-shape] [--micro-rows 32]
 
 A chat: a first prompt of --first tokens, then per turn a completion of --completion tokens and an

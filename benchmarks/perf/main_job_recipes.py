@@ -1,7 +1,7 @@
 """Lighter recipes for the README's main job, tried on seeds other than 0 (issue 29 §4).
 
-    python benchmarks/main_job_recipes.py --name small-1000x1 --seeds 1,2 -- model.tiny.hidden_size=96 ...
-    python benchmarks/main_job_recipes.py --render          # the markdown table only
+    python -m benchmarks.perf.main_job_recipes --name small-1000x1 --seeds 1,2 -- model.tiny.hidden_size=96 ...
+    python -m benchmarks.perf.main_job_recipes --render          # the markdown table only
 
 Each run is ``prover train seed=S <overrides>`` in its own process at one torch thread; its row keeps the
 overrides, held-out success after the warm start and after RL (96 unseen-layout tasks at temperature 1,
@@ -61,7 +61,7 @@ def fresh_clone(res: dict) -> list[str]:
 
 def section(res: dict, levers: dict | None = None) -> list[str]:
     """docs/perf.md's section: today's main job on an idle machine, the SFT's rate by lever, the recipes tried
-    (``levers``: benchmarks/sft_levers.py's result)."""
+    (``levers``: benchmarks/perf/sft_levers.py's result)."""
     from benchmarks.perf.sft_levers import sentence
 
     idle, rate = res["idle_main"], res["sft_rate_idle"]
@@ -75,8 +75,8 @@ def section(res: dict, levers: dict | None = None) -> list[str]:
             f"{idle['eval_after']:.3f}) before the install: {phases}.", *fresh_clone(res), "",
             f"The SFT's rate ({rate['what']}): {rates}. Two threads help on an idle machine and cost 7.8x on a "
             "busy one (the threads lever above), so the default stays at one.", "",
-            "Lighter recipes, tuned on seeds 1 and 2 only (seed 0 untouched), by `python "
-            "benchmarks/main_job_recipes.py --name NAME --seeds 1,2 -- OVERRIDES`. Held-out success on 96 "
+            "Lighter recipes, tuned on seeds 1 and 2 only (seed 0 untouched), by `python -m "
+            "benchmarks.perf.main_job_recipes --name NAME --seeds 1,2 -- OVERRIDES`. Held-out success on 96 "
             "unseen-layout tasks at temperature 1; `steps=0` rows screen the warm start alone. "
             f"{res.get('note', '')}.", "", *table(res), "",
             "**Reading.** Below about 20,000 SFT rows (1000 episodes x 2 epochs) the default tiny policy does not "

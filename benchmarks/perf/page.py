@@ -11,16 +11,17 @@ import argparse
 import sys
 
 from benchmarks.perf.page_limits import limits_summary, section_limits
-from benchmarks.perf.results import ROOT, saved_results, when
+from benchmarks.perf.results import ROOT, saved_results, today_command, when
 
 PAGE = ROOT / "docs" / "perf.md"
 HEAD = """# Performance
 
-Written by `python benchmarks/perf.py` (all sections; `--sections main,verify` reruns some, `--render`
-rewrites this page from `benchmarks/results/perf/*.json`); the section on asynchronous rollouts comes from
-`benchmarks/async_rollout.py` (`benchmarks/results/async_rollout.json`). The machine is a shared 2-core CPU box, so each
-number is best read as a ratio within its own section: the sections were measured at different times
-under different loads (the load average is printed with each).
+Written by `python -m benchmarks.perf.run` (all sections; `--sections main,verify` reruns some), and only
+rewritten, measuring nothing, by `python -m benchmarks.perf.page --render` from `benchmarks/results/perf/*.json`
+and the other results `benchmarks/README.md` lists (the section on asynchronous rollouts comes from
+`python -m benchmarks.perf.async_rollout`, `benchmarks/results/async_rollout.json`). The machine is a shared
+2-core CPU box, so each number is best read as a ratio within its own section: the sections were measured at
+different times under different loads (the load average is printed with each).
 """
 
 
@@ -109,7 +110,7 @@ def section_verify(res: dict) -> list[str]:
 
     drawn = [when(res, "drawn"), ""] if "drawn" in res else []  # rules replayed on draws kept from then
     return ["## Verification rules against fixed K = 32", "", when(res), "", *drawn,
-            f"`python benchmarks/verify_agreement.py --batches {res['batches']} {' '.join(res['overrides'])}`",
+            f"`python -m benchmarks.studies.verify_agreement --batches {res['batches']} {' '.join(res['overrides'])}`",
             "", markdown(res)]
 
 
@@ -162,7 +163,7 @@ def cell_reading(first: dict, res: dict) -> str:
 
 def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
     output = f"```text\n{res['output']}\n```" if fenced else res["output"]
-    return [f"## {title}", "", when(res), "", f"`{res['command']}`", "", output]
+    return [f"## {title}", "", when(res), "", f"`{today_command(res['command'])}`", "", output]
 
 
 def render(results: dict) -> str:

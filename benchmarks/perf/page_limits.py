@@ -85,7 +85,7 @@ def section_limits(res: dict) -> list[str]:
     peak_rows, peak = res["peak"], peak_of(res)
     load = res["load"]
     lines = ["## The limit", "", when(res), "",
-             f"`python benchmarks/limits.py --sft-episodes {res['settings']['sft_episodes']} --eval-episodes "
+             f"`python -m benchmarks.perf.limits --sft-episodes {res['settings']['sft_episodes']} --eval-episodes "
              f"{res['settings']['eval_episodes']}`; load average (1 min) {load['start'][0]:.1f} at the start, "
              f"{res['phases_load_avg']:.1f} after the phases, {load['end'][0]:.1f} at the end, on {res['cpus']} "
              "CPUs, at nice 19 next to other work.", "",
@@ -107,7 +107,7 @@ PHASES_TEXT = (
     "The SFT on {rows} expert turns from the untrained tiny base, and one ProVer step of the main job "
     "(`prover train` defaults: 8 tasks x 8 episodes, up to 20 turns) from its warm-started policy ({policy}) "
     "between two evaluations of {eval} episodes, all at 1 torch thread. FLOPs are counted for every forward "
-    "pass from the model's config and the shapes it was called with (`benchmarks/flops.py`): 2 per weight per "
+    "pass from the model's config and the shapes it was called with (`benchmarks/perf/flops.py`): 2 per weight per "
     "token (6 with the backward), 2 x hidden x vocab per position through the LM head, 4 x heads x head_dim "
     "per layer per (query, key) pair. *Needed* counts the real tokens, each query against the real keys "
     "before it; *computed* the padded rectangle the call ran. Seconds: the SFT's and the learner's own "

@@ -1,5 +1,5 @@
 """docs/perf.md's section on a real model (issue 43): SmolLM2-135M-Instruct in a chat context, rendered from
-the JSON that benchmarks/chat_step.py, kv_cache.py, learner_sequences.py, bf16.py and llama_vs_hf.py write."""
+the JSON that benchmarks/perf/chat_step.py, kv_cache.py, learner_sequences.py, bf16.py and llama_vs_hf.py write."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def step_table(res: dict) -> list[str]:
              f"`rollout.max_turns={res['turns']} env.kwargs.max_steps={res['turns']}`, {res['steps']} steps, "
              f"seed {res['seed']}, "
              f"`OMP_NUM_THREADS={res['threads']}` each; `before` is {res['before']}'s tree and `after` this tree "
-             f"({res['after']}) with `rollout.context=chat`, both at once (`python benchmarks/chat_step.py "
+             f"({res['after']}) with `rollout.context=chat`, both at once (`python -m benchmarks.perf.chat_step "
              f"--before {res['before']}`); `window` is this tree's default context, run after them alone. "
              f"Machine: {res.get('load', 'not recorded')}.", "",
              "| over the steps | before (windowed, no cache, turn rows) | after (chat) | after / before | "
@@ -72,16 +72,16 @@ def flops_table(res: dict, peak: dict) -> list[str]:
 def branch_lines(res: dict) -> list[str]:
     runs = res["runs"]
     per = {k: runs[k]["branch_prefill_per_generated"] for k in ("before", "window", "chat")}
-    return ["", f"The Brancher (`python benchmarks/branch_prefill.py --before {res['before']}`, the main job's ProVer "
-            f"step from its warm-started tiny policy, {res['steps']} steps, seed {res['seed']}): prompt tokens "
+    return ["", f"The Brancher (`python -m benchmarks.perf.branch_prefill --before {res['before']}`, the main job's "
+            f"ProVer step from its warm-started tiny policy, {res['steps']} steps, seed {res['seed']}): prompt tokens "
             f"prefilled per generated branch token {per['before']:.2f} at {res['before']}, {per['window']:.2f} in "
             f"this tree with windowed prompts, **{per['chat']:.2f}** in the chat context."]
 
 
 def bf16_lines(res: dict) -> list[str]:
     e, lr, ratio = res["engine_s"], res["learner_s"], res["ratio"]
-    return ["", f"bfloat16 (`python benchmarks/bf16.py`, {res['threads']} thread, best of {res['rounds']}): the engine "
-            f"generating 16 tokens for 8 chat openings took {e['bfloat16'] / e['float32']:.2f}x float32's time "
+    return ["", f"bfloat16 (`python -m benchmarks.perf.bf16`, {res['threads']} thread, best of {res['rounds']}): the "
+            f"engine generating 16 tokens for 8 chat openings took {e['bfloat16'] / e['float32']:.2f}x float32's time "
             f"({res['greedy_rows_identical']} of 8 greedy rows identical); one learner forward and backward pass "
             f"under bfloat16 autocast took {lr['bfloat16 autocast'] / lr['float32']:.2f}x float32's. Sampled by a "
             "bfloat16 engine and scored by the float32 learner, PPO's ratio at step 0 is off 1 by "
@@ -100,7 +100,7 @@ def bf16_lines(res: dict) -> list[str]:
 
 def llama_lines(res: dict) -> list[str]:
     rate, over = res["tokens_per_s"], res["over_llama"]
-    return ["", f"Generation against llama.cpp (`python benchmarks/llama_vs_hf.py`, {res['threads']} thread, "
+    return ["", f"Generation against llama.cpp (`python -m benchmarks.perf.llama_vs_hf`, {res['threads']} thread, "
             f"{res['prompts']} prompts of {min(res['prompt_tokens'])}-{max(res['prompt_tokens'])} tokens, "
             f"{res['new_tokens']} new tokens each): llama.cpp (Q4_1 weights, one prompt at a time) "
             f"{rate['llama.cpp Q4_1']:.1f} tokens/s; prover's hf engine (8 prompts batched) "
@@ -133,15 +133,15 @@ def section(results: dict) -> list[str]:
         lines += bf16_step_lines(results["chat-step-bf16"])
     kv = results.get("kv-cache", {}).get("summary", {}).get("smollm2")
     if kv:
-        lines += ["", f"The engine alone (`python benchmarks/kv_cache.py`): 8 episodes x 8 turns of SmolLM2 chats, "
-                  f"greedy, took {kv['off_over_on']:.2f}x less time with the prefix cache than without "
+        lines += ["", "The engine alone (`python -m benchmarks.perf.kv_cache`): 8 episodes x 8 turns of SmolLM2 "
+                  f"chats, greedy, took {kv['off_over_on']:.2f}x less time with the prefix cache than without "
                   f"({', '.join(f'{x:.2f}' for x in kv['off_over_on_by_turn'])} after turns 1-8), with "
                   f"{kv['same']} of {kv['total']} completions identical; prefill tokens per unique chat token "
                   f"{kv['prefill_per_unique']['off']:.2f} -> {kv['prefill_per_unique']['on']:.2f}."]
     seq = results.get("learner-sequences", {}).get("smollm2_shape", {}).get("results", {}).get("smollm2-shape")
     if seq:
         t, s = seq["turn rows"], seq["sequence rows"]
-        lines += ["", f"The learner alone (`python benchmarks/learner_sequences.py`, a SmolLM2-shaped model): on "
+        lines += ["", f"The learner alone (`python -m benchmarks.perf.learner_sequences`, a SmolLM2-shaped model): on "
                   f"8-turn chats, turn rows forward {t['forwarded_per_unique']:.2f} tokens per unique token and "
                   f"sequence rows {s['forwarded_per_unique']:.2f}; the update took "
                   f"{t['update_s'] / s['update_s']:.1f}x less time."]

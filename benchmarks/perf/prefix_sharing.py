@@ -1,11 +1,11 @@
 """What sharing prompt prefixes saves the ``hf`` engine: rollout-like ``generate`` calls, sharing on and off.
 
-    python benchmarks/prefix_sharing.py [--env pivot-sim] [--model PATH] [--new-tokens 32] [--repeats 5]
+    python -m benchmarks.perf.prefix_sharing [--env pivot-sim] [--model PATH] [--new-tokens 32] [--repeats 5]
 
 Three calls of 16 prompts, each made by two engines on the same weights, ``share_prefixes`` on and off (the
 run's default tiny policy, built from the env's text, unless --model names a checkpoint folder). The prefix
 cache kept across calls is off in both (``prefix_cache_mb=0``: the repeats would hit it);
-benchmarks/kv_cache.py measures it:
+benchmarks/perf/kv_cache.py measures it:
 
 - turn 0: 4 groups x 4 episodes, each group one task's first prompt (exact duplicates);
 - branch: K=4 continuations from each of 4 boundaries at turn 3 (exact duplicates, with history);

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from pathlib import Path
 
@@ -30,6 +31,13 @@ def when(result: dict, key: str = "measured") -> str:
     m = result.get(key, {})
     return (f"_{key.capitalize()} {m.get('date', '?')}, {m.get('seconds', 0):.0f} s, load average "
             f"{m.get('load_avg_1m', 0):.1f} on {m.get('cpus', '?')} CPUs._")
+
+
+def today_command(command: str) -> str:
+    """A saved result's command as it is run today: results measured before benchmarks/ became a package kept
+    ``python benchmarks/NAME.py``, now ``python -m benchmarks.perf.NAME`` (every script these sections
+    save a command for is in benchmarks/perf/)."""
+    return re.sub(r"python benchmarks/(\w+)\.py", r"python -m benchmarks.perf.\1", command)
 
 
 def stamp(seconds: float) -> dict:

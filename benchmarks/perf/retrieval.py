@@ -1,6 +1,6 @@
 """Recall@k of the gold passages, queries per second and index build time, for every retrieval backend.
 
-    python benchmarks/retrieval.py [--questions 300] [--seed 0] [--split test] [--n-kbs 4] [--k 3]
+    python -m benchmarks.perf.retrieval [--questions 300] [--seed 0] [--split test] [--n-kbs 4] [--k 3]
 
 Questions are drawn as searchqa-sim draws them (base ``i % n_kbs`` of the split, a uniform kind,
 then a uniform question). A question's gold passages are its hop chain's evidence passages

@@ -1,6 +1,6 @@
 """Two ways to run the main job's warm-start SFT batches faster without changing the recipe (issue 29 §4).
 
-    python benchmarks/sft_levers.py [--batches 25] [--rounds 4]
+    python -m benchmarks.perf.sft_levers [--batches 25] [--rounds 4]
 
 The main job's tiny policy (built as `prover train` builds it) and its SFT rows (noisy-expert alfworld-sim
 turns, as the warm start draws them), in batches of 8, each trained by the SFT's own loss step at one torch
@@ -114,9 +114,10 @@ def measure(n_batches: int, rounds: int) -> dict:
 
 def sentence(res: dict) -> str:
     w, comp = res["ways"], res["ways"]["compiled"]
-    return (f"Two ways to run the same batches faster, measured by `python benchmarks/sft_levers.py` ({res['date']}, "
-            f"load average {res['load_avg_1m']:.1f}; {res['rounds']} rounds of {res['batches_per_round']} batches of "
-            f"the main job's rows per way, alternating in one process, one thread). `torch.compile` (inductor, "
+    return (f"Two ways to run the same batches faster, measured by `python -m benchmarks.perf.sft_levers` "
+            f"({res['date']}, load average {res['load_avg_1m']:.1f}; {res['rounds']} rounds of "
+            f"{res['batches_per_round']} batches of the main job's rows per way, alternating in one process, one "
+            "thread). `torch.compile` (inductor, "
             f"dynamic shapes; inductor's on-disk cache {res['inductor_cache']}) compiled for {res['compile_s']:.0f} s "
             f"on two shapes and {comp['first_round_extra_s']:.0f} s more on the first round's, then ran at "
             f"{comp['batches_per_s']:.2f} batches/s against eager's "

@@ -1,6 +1,6 @@
 """The share of a training step spent outside model forward and backward passes.
 
-    python benchmarks/step_overhead.py [--steps 3] [overrides ...]
+    python -m benchmarks.perf.step_overhead [--steps 3] [overrides ...]
 
 Builds a run with the default config (tiny model, alfworld-sim) and a shorter warm start (200
 episodes, one epoch; pass warmstart.* overrides to change it) in a temporary folder, with

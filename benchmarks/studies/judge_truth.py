@@ -9,11 +9,11 @@ hit rate of a random one-turn segment, and "chance at its length" the hit rate o
 each proposal (a long segment hits more often for its length alone); "hit - chance" is their per-proposal
 difference with a t interval.
 
-    python benchmarks/judge_truth.py                          # the settings of benchmarks/judge_truth.yaml
-    python benchmarks/judge_truth.py --sets tuning --paths    # the tuning rows only, text-contrast by rule path
+    python -m benchmarks.studies.judge_truth                        # the settings of configs/judge_truth.yaml
+    python -m benchmarks.studies.judge_truth --sets tuning --paths  # the tuning rows only, text-contrast by rule path
     # LLM judges served on 127.0.0.1 (`prover serve-judge`), both modes, on the first 4 judged groups per seed,
     # the free judges scored on the same groups
-    python benchmarks/judge_truth.py --sets defaults webshop --groups 4 \
+    python -m benchmarks.studies.judge_truth --sets defaults webshop --groups 4 \
         --llm qwen=openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1 \
         --local smollm2=$HOME/.cache/prover/models/smollm2-135m-instruct --answers llm.jsonl --pool
     # --answers keeps every answer (keyed setting/seed/group/judge) and reuses it, so a stopped row resumes;

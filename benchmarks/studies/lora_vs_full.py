@@ -1,8 +1,8 @@
 """LoRA (``model.lora``) against full fine-tuning of SmolLM2-135M-Instruct: peak memory, time per step,
 checkpoint size and held-out success after the same few RL steps, on CPU.
 
-    python benchmarks/lora_vs_full.py [--model FOLDER] [--steps 2] [--json FILE] [overrides ...]
-    python benchmarks/lora_vs_full.py --table-from benchmarks/results/lora_vs_full.json   # reprint, run nothing
+    python -m benchmarks.studies.lora_vs_full [--model FOLDER] [--steps 2] [--json FILE] [overrides ...]
+    python -m benchmarks.studies.lora_vs_full --table-from benchmarks/results/lora_vs_full.json   # reprint, run nothing
 
 Runs ``prover train`` twice, each in its own process and temporary run folder, with identical settings (the
 pretrained-policy recipe of docs/pretrained-policy.md on pivot-sim, shrunk so each run takes minutes) except

@@ -1,12 +1,12 @@
-"""Read the tuning matrix of issue 28 (benchmarks/bench_pivot_tuning.yaml) and apply its decision rule.
+"""Read the tuning matrix of issue 28 (benchmarks/configs/bench_pivot_tuning.yaml) and apply its decision rule.
 
 Each candidate is a ProVer row ``p-<name>`` with its own budget-matched GRPO row ``bm-<name>``; its score is
 the paired difference Δ = p − bm in final held-out success over the tuning seeds. The rule (written in the
 YAML before any cell ran): the largest mean Δ wins; a candidate within 1 point of the best that costs fewer
 generated tokens wins the tie.
 
-    python benchmarks/pivot_tuning_readout.py            # the YAML's matrix and its p3 matrix; writes --out
-    python benchmarks/pivot_tuning_readout.py --archived # the same from the cells committed under docs/
+    python -m benchmarks.studies.pivot_tuning_readout            # the YAML's matrix and its p3 matrix; writes --out
+    python -m benchmarks.studies.pivot_tuning_readout --archived # the same from the cells committed under docs/
 
 The table reports, per candidate: Δ with its 95% t interval and P(improvement) over seeds, the ProVer row's
 gain over its warm start (and its budget-matched row's), the generated tokens of the ProVer row per step
@@ -27,7 +27,7 @@ from prover.bench.matrix import plan
 from prover.bench.tables import CellResult, collect, per_seed, tokens_per_step
 
 TIE_POINTS = 0.01  # "within 1 point of the best"
-CONFIG = "benchmarks/bench_pivot_tuning.yaml"
+CONFIG = "benchmarks/configs/bench_pivot_tuning.yaml"
 # the candidate that changes the task has its own folder and warm start (the YAML's header says how it ran)
 P3 = ("dir=runs/bench-pivot-tuning-p3 'common.env.kwargs={n_pivots: 3}' 'methods=[grpo, {name: prover+contrast, "
       "label: p-base, overrides: {credit.samples: 4}}, {name: budget-matched-grpo, label: bm-base, "

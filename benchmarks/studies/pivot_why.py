@@ -1,8 +1,8 @@
 """How much of the update ProVer's credit touched, per ProVer row of a bench matrix (issue 28 §5: if ProVer does
 not beat budget-matched GRPO, find out why).
 
-    python benchmarks/pivot_why.py                                   # benchmarks/bench_pivot.yaml's cells
-    python benchmarks/pivot_why.py --config F dir=docs/bench/pivot   # from the cells archived beside the tables
+    python -m benchmarks.studies.pivot_why                                  # configs/bench_pivot.yaml's cells
+    python -m benchmarks.studies.pivot_why --config F dir=docs/bench/pivot  # from the cells archived beside the tables
 
 Per row, pooled over its cells' steps: eligible groups, valid proposals and accepted segments per step, the
 acceptance rate, the mean verified Δ (continuation success after the segment minus before, over the verified
@@ -42,7 +42,7 @@ def why_rows(results: list, rows: list[str], groups_per_step: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="benchmarks/bench_pivot.yaml")
+    ap.add_argument("--config", default="benchmarks/configs/bench_pivot.yaml")
     ap.add_argument("overrides", nargs="*", help="dotted overrides of the matrix, e.g. dir=docs/bench/pivot")
     args = ap.parse_args()
     p = plan(load_bench_config(args.config, args.overrides))

@@ -14,12 +14,12 @@ per turn; a failed call leaves its whole group at GRPO, so its other runs' label
 seconds per critic call. Like the training path, each run carries the task text and ``env.gold()``.
 
     # the local SmolLM2 judge (structured, xgrammar, float32), defaults setting, seeds 0-4, 2 groups per seed
-    python benchmarks/triage_truth.py --local ~/.cache/prover/models/smollm2-135m-instruct \\
+    python -m benchmarks.studies.triage_truth --local ~/.cache/prover/models/smollm2-135m-instruct \\
         --out benchmarks/results/triage_truth.md
     # a served model (litellm, structured output; llama.cpp's server falls back to json_object by itself)
-    python benchmarks/triage_truth.py --llm openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1
+    python -m benchmarks.studies.triage_truth --llm openai/qwen2.5-coder-1.5b-instruct@http://127.0.0.1:8081/v1
     # no model: a fake judge cycling the four roles (checks the plumbing in seconds; its table is chance)
-    python benchmarks/triage_truth.py --fake --groups 1 --seeds 0
+    python -m benchmarks.studies.triage_truth --fake --groups 1 --seeds 0
 
 The judge's reply budget is 16 tokens per turn of the longest run + 32 (one role per turn, under the schema).
 """

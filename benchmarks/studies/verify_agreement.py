@@ -1,8 +1,8 @@
 """Does adaptive verification decide as a large fixed K would, and what does it save?
 
-    python benchmarks/verify_agreement.py [--batches 6] [--ref-k 32] [--save FILE] [overrides ...]
-    python benchmarks/verify_agreement.py --replay FILE
-    python benchmarks/verify_agreement.py env.name=pivot-sim model.path=runs/bench-pivot/cells/.../step-12
+    python -m benchmarks.studies.verify_agreement [--batches 6] [--ref-k 32] [--save FILE] [overrides ...]
+    python -m benchmarks.studies.verify_agreement --replay FILE
+    python -m benchmarks.studies.verify_agreement env.name=pivot-sim model.path=runs/bench-pivot/cells/.../step-12
 
 It builds the policy the overrides describe (by default the tiny alfworld-sim policy of `prover train`,
 warm-started), plays ``--batches`` training batches with snapshots, asks the judge for its proposals and
