@@ -1,7 +1,7 @@
 """What the ``hf`` engine's prefix cache saves on append-only multi-turn chats: the cache on and off, side by side.
 
     python -m benchmarks.perf.kv_cache [--turns 8] [--episodes 8] [--new-tokens 16] [--obs-tokens 40]
-                                  [--models tiny,smollm2] [--out benchmarks/results/kv_cache.json]
+                                       [--models tiny,smollm2] [--out benchmarks/results/kv_cache.json]
 
 For each model (the run's default tiny policy built from pivot-sim's text; SmolLM2-135M-Instruct from
 ``prover convert-gguf``'s folder, ~/.cache/prover/models/smollm2-135m-instruct, when it is there), two

@@ -1,7 +1,7 @@
 """ProVer's overhead over GRPO on the same seeds, and how often each judge's segments are accepted.
 
     python -m benchmarks.perf.prover_overhead [--envs alfworld-sim,webshop-sim,searchqa-sim] [--seeds 0]
-                                         [--steps 2] [--judges contrast,random] [overrides ...]
+                                              [--steps 2] [--judges contrast,random] [overrides ...]
 
 For every env and seed it builds one warm-started policy in a temporary run folder, then trains from
 it once with GRPO and once with ProVer per judge, each for ``--steps`` steps with the same seeds: the
