@@ -4,6 +4,7 @@ render it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -79,3 +80,16 @@ def test_the_perf_page_is_what_its_saved_results_render_to():
     saved = saved_results()
     assert {"limits", "recipes", "async"} <= set(saved)
     assert render(saved) == PAGE.read_text(), "rerun `python -m benchmarks.perf.page --render`"
+
+
+def test_only_the_page_module_writes_docs_perf_md():
+    """One writer of docs/perf.md (benchmarks.perf.page): a module that measured a section and redrew the page
+    from only some of the saved results dropped the others' sections (limits.py did, before the package)."""
+    from benchmarks.perf import page
+
+    root = Path(page.__file__).resolve().parents[1]
+    others = [p for p in sorted(root.rglob("*.py")) if p != Path(page.__file__).resolve()]
+    assert len(others) > 20, "benchmarks/ was not read"
+    writers = [str(p.relative_to(root)) for p in others
+               if '"perf.md"' in p.read_text() or "PAGE.write" in p.read_text()]
+    assert not writers, f"only benchmarks/perf/page.py may write docs/perf.md: {writers}"
