@@ -159,3 +159,79 @@ def test_sglang_star_matches_every_sglang_module() -> None:
                                                            "prover.engines.hf", "prover.engines.tiny.build"))
     assert not any(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines", "prover.engines.base",
                                                                "prover.engines.hfx"))
+
+
+# -- benchmarks/: a package run with python -m from the repository root (benchmarks/README.md) --------------
+BENCHMARKS = PROVER.parent / "benchmarks"
+TEST_MODULES = tuple(sorted(p.stem for p in (PROVER.parent / "tests").glob("*.py")))  # conftest, test_x, ...
+
+
+def benchmarks_imports(root: Path = BENCHMARKS, test_modules: tuple[str, ...] = TEST_MODULES
+                       ) -> tuple[dict[str, set[str]], list[str]]:
+    """The import graph among ``root``'s own modules, and what breaks its rules: an import of a module of
+    tests/ (by its top-level name, as ``sys.path.insert(0, "tests")`` would allow, or as ``tests.x``) and any
+    ``sys.path`` edit (the package imports as ``benchmarks.x`` from the root, nothing else)."""
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    graph: dict[str, set[str]] = {}
+    broken = []
+    for path in paths:
+        importer, source = module_name(path, root), path.read_text()
+        found = imported_modules(source, importer, path.name == "__init__.py", modules)
+        graph[importer] = {m for m in found if m in modules and m != importer}
+        broken += [f"{importer} -> {m} (tests/)" for m in sorted(found)
+                   if m.split(".")[0] == "tests" or m.split(".")[0] in test_modules]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and ast.unparse(node).startswith("sys.path."):
+                broken.append(f"{importer}:{node.lineno} edits sys.path")
+    return graph, broken
+
+
+def first_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` as ``[a, b, ..., a]``, or ``[]`` when there is none (depth-first search;
+    a module met again while still on the path closes a circle)."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return []
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if cycle := visit(nxt):
+                return cycle
+        path.pop()
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        if cycle := visit(start):
+            return cycle
+    return []
+
+
+def test_benchmarks_have_no_import_circle_and_import_nothing_from_tests() -> None:
+    graph, broken = benchmarks_imports()
+    assert "benchmarks.perf.page" in graph and graph["benchmarks.perf.run"], "benchmarks/ was not read"
+    assert not broken, "benchmarks/ must not import tests/ or edit sys.path:\n" + "\n".join(broken)
+    cycle = first_cycle(graph)
+    assert not cycle, "import circle in benchmarks/: " + " -> ".join(cycle)
+
+
+def test_benchmarks_rules_see_a_circle_a_tests_import_and_a_path_edit(tmp_path: Path) -> None:
+    root = tmp_path / "benchmarks"
+    (root / "perf").mkdir(parents=True)
+    for name in ("__init__.py", "perf/__init__.py", "perf/page.py"):
+        (root / name).write_text("")
+    (root / "perf" / "a.py").write_text("def f():\n    from benchmarks.perf import b\n")
+    (root / "perf" / "b.py").write_text("from .c import x\nfrom benchmarks.perf import page\n")
+    (root / "perf" / "c.py").write_text("import benchmarks.perf.a\nimport sys\nsys.path.insert(0, 'tests')\n"
+                                        "from conftest import TINY_RUN\nfrom tests.helpers import y\n")
+    graph, broken = benchmarks_imports(root, ("conftest",))
+    assert first_cycle(graph) == ["benchmarks.perf.a", "benchmarks.perf.b", "benchmarks.perf.c", "benchmarks.perf.a"]
+    assert sorted(broken) == ["benchmarks.perf.c -> conftest (tests/)", "benchmarks.perf.c -> tests.helpers (tests/)",
+                              "benchmarks.perf.c:3 edits sys.path"]
+    (root / "perf" / "c.py").write_text("")
+    assert first_cycle(benchmarks_imports(root, ())[0]) == []

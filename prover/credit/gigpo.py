@@ -33,7 +33,7 @@ Departures and choices:
 The whole batch is computed at once (anchor groups and trajectories are segments of flat arrays) with
 GRPO's ``segment_stats``, which sums in the reference's torch order, so with the reference's settings
 (episode_stats="step", its anchor_obs as our anchors) float64 outputs equal
-``compute_gigpo_outcome_advantage``'s bit for bit; ``benchmarks/credit_vs_reference.py`` checks this
+``compute_gigpo_outcome_advantage``'s bit for bit; ``benchmarks/conformance/credit_vs_reference.py`` checks this
 and times both.
 """
 

@@ -45,7 +45,7 @@ Departures and choices:
    return and the episode score, as the reference's trainer does. Everything is float64 (the reference
    stores step returns in float32). The constant c is a setting (``goal_return``; the reference writes 10).
 
-``benchmarks/graphgpo_vs_reference.py`` runs the reference beside this code on recorded batches.
+``benchmarks/conformance/graphgpo_vs_reference.py`` runs the reference beside this code on recorded batches.
 """
 
 from __future__ import annotations

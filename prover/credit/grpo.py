@@ -28,7 +28,7 @@ Departures and choices (all switches; see docs/methods/grpo.md):
 
 The whole batch is computed at once, and the mean and std are summed in the order verl's ``torch.mean``
 and ``torch.std`` sum (``segment_stats``), so where the two define the same thing (stats="step", or
-no penalties) float64 outputs equal the reference's bit for bit; ``benchmarks/credit_vs_reference.py``
+no penalties) float64 outputs equal the reference's bit for bit; ``benchmarks/conformance/credit_vs_reference.py``
 checks this and times both.
 """
 
