@@ -1,7 +1,7 @@
 """Peak memory of one RL update of SmolLM2-135M-Instruct by ``learner.micro_batch_rows``: what the real-model
 job's default is chosen from (issue 44: the value that fits 24 GB, by measurement).
 
-    python -m benchmarks.micro_batch_memory [--rows 4,16,64] [--shape recipe|long] [--lora on|off]
+    python -m benchmarks.perf.micro_batch_memory [--rows 4,16,64] [--shape recipe|long] [--lora on|off]
 
 Each value runs in its own process (peak resident memory, ``ru_maxrss``, is per process and never goes
 down): load the learner (SmolLM2 from ~/.cache/prover/models/smollm2-135m-instruct, LoRA rank 16 as the job
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.learner_sequences import SMOLLM2, chats
+from benchmarks.perf.learner_sequences import SMOLLM2, chats
 
 SHAPES = {"recipe": dict(episodes=16, turns=4, first=180, observation=40, completion=24),
           "long": dict(episodes=16, turns=16, first=180, observation=80, completion=64)}
@@ -55,7 +55,7 @@ def child(rows: int, shape: str, lora: bool, update: bool) -> dict:
 
 
 def run_child(rows: int, shape: str, lora: bool, update: bool) -> dict:
-    argv = [sys.executable, "-m", "benchmarks.micro_batch_memory", "--child", str(rows), "--shape", shape,
+    argv = [sys.executable, "-m", "benchmarks.perf.micro_batch_memory", "--child", str(rows), "--shape", shape,
             "--lora", "on" if lora else "off"] + ([] if update else ["--load-only"])
     out = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
@@ -86,7 +86,7 @@ def main() -> None:
         r = results[-1]
         print(f"micro_batch_rows {rows:4d}: peak {r.get('peak_gb')} GB, update {r.get('update_s')} s, "
               f"{r.get('unique_tokens')} unique tokens {r.get('error', '')}", flush=True)
-    report = {"command": " ".join(["python -m benchmarks.micro_batch_memory"] + sys.argv[1:]),
+    report = {"command": " ".join(["python -m benchmarks.perf.micro_batch_memory"] + sys.argv[1:]),
               "shape": args.shape, "settings": SHAPES[args.shape], "lora": lora, "results": results}
     print(json.dumps(report, indent=1))
     if args.out:
