@@ -215,6 +215,18 @@ def test_sigterm_with_a_session_open_stops_gracefully():
 
 # -- one-line errors, in this process -------------------------------------------------------------
 
+@pytest.fixture
+def never_serves(monkeypatch):
+    """Bad input must stop the command before it binds a port; were a check gone, the test fails at once
+    instead of serving until killed."""
+    import prover.serve_env as serve_env
+
+    def refuse(host: str, port: int):
+        raise AssertionError(f"serve-env got as far as binding {host}:{port}")
+
+    monkeypatch.setattr(serve_env, "bind", refuse)
+
+
 def one_line(argv: list[str], capsys) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -222,22 +234,18 @@ def one_line(argv: list[str], capsys) -> str:
     return err
 
 
-def test_an_unknown_env_name_is_one_line(capsys):
+def test_an_unknown_env_name_is_one_line(capsys, never_serves):
     assert "no-such-env" in one_line(["serve-env", "no-such-env"], capsys)
 
 
 @pytest.mark.parametrize("arg, words", [("rollout.group_size=8", "not an env setting"),
                                         ("n_pivots=0", "n_pivots"), ("novalue", "KEY=VALUE")])
-def test_bad_env_settings_are_one_line(arg, words, capsys):
+def test_bad_env_settings_are_one_line(arg, words, capsys, never_serves):
     assert words in one_line(["serve-env", "pivot-sim", arg], capsys)
 
 
-def test_without_openenv_it_says_how_to_install(monkeypatch, capsys):
-    import prover.serve_env as serve_env
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(serve_env.importlib.util, "find_spec",
-                        lambda name, *a: None if name.startswith("openenv") else real(name, *a))
+def test_without_openenv_it_says_how_to_install(monkeypatch, capsys, never_serves):
+    monkeypatch.setitem(sys.modules, "openenv", None)  # as if not installed: find_spec None, the import fails
     assert ".[openenv]" in one_line(["serve-env", "pivot-sim"], capsys)
 
 
@@ -252,6 +260,17 @@ def test_a_busy_port_is_one_line(capsys):
                                                                    capsys)
 
 
+@needs_openenv
+def test_info_is_made_json_plain():
+    import numpy as np
+
+    from prover.openenv_bridge import plain
+
+    assert plain({"a": (1, np.float32(0.5)), 2: [np.bool_(True), None, "x"], "p": Path("/t")}) == {
+        "a": [1, 0.5], "2": [True, None, "x"], "p": "/t"}
+    assert type(plain(np.int64(3))) is int
+
+
 def test_settings_come_from_the_config_file_and_the_arguments(tmp_path: Path):
     from prover.serve_env import env_settings
 
@@ -261,7 +280,7 @@ def test_settings_come_from_the_config_file_and_the_arguments(tmp_path: Path):
     assert env_settings("alfworld-sim", None, []) == ("alfworld-sim", {})
 
 
-def test_a_bad_env_section_is_one_line(tmp_path: Path, capsys):
+def test_a_bad_env_section_is_one_line(tmp_path: Path, capsys, never_serves):
     config = tmp_path / "c.yaml"
     config.write_text("env:\n  name: pivot-sim\n  kwarg: {n_pivots: 1}\n")
     assert "unknown config field 'env.kwarg'" in one_line(["serve-env", "--config", str(config)], capsys)
