@@ -4,8 +4,8 @@ The server is OpenEnv's own (openenv-core 0.3.0, ``pip install -e '.[openenv]'``
 ``openenv/core/env_server/http_server.py`` over ``prover.openenv_bridge.ProverEnvironment``, run by uvicorn.
 Each WebSocket session (``/ws``, what OpenEnv's ``EnvClient`` speaks) gets its own env, so one server feeds
 several episodes at once (``--max-sessions``). The HTTP ``POST /reset`` and ``/step`` routes of OpenEnv build a
-fresh env per request, so an episode needs the WebSocket client; ``GET /health``, ``/schema`` and
-``/metadata`` answer as usual.
+fresh env per request, so an episode needs the WebSocket client (``/step`` answers 400, "call reset first");
+``GET /health``, ``/schema`` and ``/metadata`` answer as usual.
 
 The env's settings come as in ``prover train``: ``env.kwargs.KEY=VALUE`` (or ``KEY=VALUE``) arguments and the
 ``env`` section of a ``--config`` file (its other sections are not used here). The env's ``train_recipe`` is
@@ -86,7 +86,17 @@ def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     # a partial of the class: OpenEnv reads SUPPORTS_CONCURRENT_SESSIONS from it (http_server.py,
     # _validate_concurrency_safety) and calls it once per session
     factory = functools.partial(ProverEnvironment, name, kwargs)
-    return QuietDisconnect(create_fastapi_app(factory, EnvAction, EnvObservation, max_concurrent_envs=max_sessions))
+    app = create_fastapi_app(factory, EnvAction, EnvObservation, max_concurrent_envs=max_sessions)
+    app.add_exception_handler(ProverError, _one_line_reply)
+    return QuietDisconnect(app)
+
+
+async def _one_line_reply(request: Any, exc: Exception) -> Any:
+    """A prover error on OpenEnv's HTTP routes (``POST /step`` builds a fresh env, so it always meets "call
+    reset first"): 400 with the one line, not a 500 and a traceback in the server's log."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=400, content={"detail": str(exc)})
 
 
 class QuietDisconnect:

@@ -5,6 +5,7 @@ to the same env played in this process. Needs the ``openenv`` extra; those tests
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import queue
 import signal
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -180,6 +183,27 @@ def test_bad_calls_are_one_line_server_errors(pivot_server, call, words):
             call(remote)
         assert words in str(err.value) and "\n" not in str(err.value)
         assert remote.reset(seed=1).observation["text"]  # the session goes on
+
+
+@needs_openenv
+@pytest.mark.slow
+def test_the_stateless_http_routes(pivot_server):
+    """OpenEnv's HTTP routes build a fresh env per request: /reset answers, /step is a one-line 400."""
+    def post(path: str, body: dict) -> tuple[int, dict]:
+        request = urllib.request.Request(pivot_server.url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    status, reply = post("/reset", {"seed": 3})
+    assert status == 200 and reply["observation"]["text"] == make_env("pivot-sim", **PIVOT_KWARGS).reset(seed=3)[0]
+    status, reply = post("/step", {"action": {"text": "go forward"}})
+    assert status == 400 and "call reset first" in reply["detail"]
+    with urllib.request.urlopen(pivot_server.url + "/health", timeout=TIMEOUT_S) as reply:
+        assert json.loads(reply.read()) == {"status": "healthy"}
 
 
 @needs_openenv
