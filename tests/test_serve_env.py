@@ -295,6 +295,27 @@ def test_info_is_made_json_plain():
     assert type(plain(np.int64(3))) is int
 
 
+@needs_openenv
+def test_a_failing_pivotal_turns_is_reported_and_the_step_still_answers(monkeypatch):
+    from prover.errors import ContractError
+    from prover.openenv_bridge import EnvAction, ProverEnvironment
+
+    env = make_env("pivot-sim", **PIVOT_KWARGS)
+
+    def broken(trajectory):
+        raise ValueError("no oracle\nfor this")
+
+    monkeypatch.setattr(env, "pivotal_turns", broken)
+    served = ProverEnvironment("pivot-sim", env=env)
+    served.reset(seed=3)
+    while not (last := served.step(EnvAction(text=env.expert_action()))).done:
+        pass
+    assert last.reward == 1.0 and last.pivotal_turns is None
+    assert last.info["pivotal_turns_error"] == "ValueError: no oracle for this" and last.info["won"] is True
+    with pytest.raises(ContractError, match="the episode is over"):
+        served.step(EnvAction(text="go forward"))
+
+
 def test_settings_come_from_the_config_file_and_the_arguments(tmp_path: Path):
     from prover.serve_env import env_settings
 
