@@ -38,6 +38,7 @@ def env_settings(name: str | None, config: str | None, overrides: list[str]) -> 
 
     from prover.config import EnvConfig, read_tree
     from prover.config_checks import check_env_settings
+    from prover.config_overrides import type_overrides_by_field
 
     dotted = []
     for text in overrides:
@@ -51,11 +52,12 @@ def env_settings(name: str | None, config: str | None, overrides: list[str]) -> 
                               "env.kwargs.KEY=VALUE (or KEY=VALUE) only")
         dotted.append(text)
     tree = read_tree(config, dotted)
-    section = tree.get("env", {})
+    section = tree.setdefault("env", {})
     if not isinstance(section, dict):
         raise ConfigError(f"serve-env: the env section must be a mapping, not {type(section).__name__}")
     if name is not None:
         section["name"] = name
+    type_overrides_by_field(tree, dotted)  # as `prover train` reads them: env.kwargs.words=[1,2] into a list[str]
     try:
         env = EnvConfig.model_validate(section)
     except ValidationError as exc:

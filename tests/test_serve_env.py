@@ -323,6 +323,9 @@ def test_settings_come_from_the_config_file_and_the_arguments(tmp_path: Path):
     config.write_text("env:\n  name: pivot-sim\n  kwargs: {n_pivots: 1, delay: 5}\nrollout:\n  group_size: 4\n")
     assert env_settings(None, str(config), ["delay=2"]) == ("pivot-sim", {"n_pivots": 1, "delay": 2})
     assert env_settings("alfworld-sim", None, []) == ("alfworld-sim", {})
+    # typed by the field, as `prover train` reads overrides: task_types is a sequence of str
+    assert env_settings("alfworld-sim", None, ["task_types=[yes, 010]"]) == ("alfworld-sim",
+                                                                           {"task_types": ["yes", "010"]})
 
 
 def test_a_bad_env_section_is_one_line(tmp_path: Path, capsys, never_serves):
