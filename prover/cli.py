@@ -1,5 +1,8 @@
-"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge``.
-Errors print as one line, never a traceback."""
+"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge |
+serve-env``. Errors print as one line, never a traceback.
+
+``serve-env NAME`` serves a prover env over OpenEnv's protocol (``prover/serve_env.py``), for TRL, Unsloth or any
+OpenEnv client; it needs the ``openenv`` extra."""
 
 from __future__ import annotations
 
@@ -280,6 +283,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_convert_parser(sub)
     add_convert_checkpoint_parser(sub)
     add_serve_judge_parser(sub)
+    from prover.serve_env import add_parser as add_serve_env_parser  # openenv is imported only when it runs
+
+    add_serve_env_parser(sub)
     from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
 
     add_new_parser(sub)
