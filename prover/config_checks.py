@@ -1,7 +1,7 @@
 """The checks of a validated config that span sections: every registry name resolves, the env's and the
 engine's settings fit their classes, the credit method and judge accept the run, the prompt fits the model,
-and the asynchronous rollout (``rollout.max_off_policy_steps``) has what it needs. ``prover.config`` runs
-them when a config loads (and re-exports both functions); they fail before any work starts."""
+and the asynchronous rollout (``rollout.max_off_policy_steps``) has what it needs. ``prover.config_load`` runs
+them when a config loads (``load_config``, which re-exports both functions); they fail before any work starts."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 import prover.policy
 import prover.policy.tiny
 from conftest import TINY_RUN
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.envs import make_env
 from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, warmstart_key
 from prover.progress import Reporter
