@@ -91,7 +91,7 @@ def test_a_copied_models_folder_is_reused_in_a_new_run_folder(tmp_path, monkeypa
         pytest.fail("rebuilt what the copied models/ folder holds")
 
     monkeypatch.setattr(prover.policy, "warm_start", never)
-    monkeypatch.setattr(prover.policy.tiny, "build_tiny_policy", never)
+    monkeypatch.setattr(prover.policy, "build_tiny_policy", never)
     again = _prepare(tmp_path / "elsewhere" / "run-b")
     assert again == tmp_path / "elsewhere" / "run-b" / "models" / first.name
     assert (again.parent / DIGESTS_FILE).is_file()

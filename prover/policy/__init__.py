@@ -21,9 +21,12 @@ from prover.distributed import world_size
 from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
 from prover.files import write_atomic
-from prover.modeling import apply_threads, check_model_dir
+from prover.modeling import apply_threads, check_model_dir, model_positions
+from prover.policy.tiny import build_tiny_policy
+from prover.policy.warmstart import expert_rows
 from prover.progress import Reporter
 from prover.run import FileLock, RunDir
+from prover.turn_prompts import prompt_budget
 
 
 def settings_key(*parts: object) -> str:
@@ -101,8 +104,6 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
 def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
     if cfg.model.path != "tiny":
         return check_model_dir(cfg.model.path)
-    from prover.policy.tiny import build_tiny_policy
-
     t = cfg.model.tiny
     key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
     return build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
@@ -114,10 +115,7 @@ def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) 
 def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], TextEnv],
                report: Reporter) -> dict[str, float]:
     """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
-    from prover.learner import Learner
-    from prover.modeling import model_positions
-    from prover.policy.warmstart import expert_rows
-    from prover.turn_prompts import prompt_budget
+    from prover.learner import Learner  # here: it loads torch, and prover.policy must import without it
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
