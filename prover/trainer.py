@@ -1,4 +1,4 @@
-"""The training loop, top to bottom as in DESIGN.md:
+"""The training loop, top to bottom as in docs/architecture.md ("One step of training"):
 
     rollout -> credit (judge, brancher) -> learner update -> weight sync -> metrics, checkpoint
 
