@@ -239,7 +239,6 @@ import numpy as np
 import pytest
 
 from prover.config import TrainConfig
-
 from prover.config_load import load_config
 from prover.credit import CreditContext
 from prover.errors import ConfigError
