@@ -190,12 +190,14 @@ def _docstring(target: Any) -> str | None:
     return ast.get_docstring(node)
 
 
-def _env_kwargs(texts: list[str]) -> dict[str, Any]:
-    """``key=value`` (or ``env.kwargs.key=value``) arguments, each value read as YAML, as in overrides."""
+def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
+    """``key=value`` (or ``env.kwargs.key=value``) arguments of env ``name``, each value read as YAML and
+    typed by the env's setting, as in overrides."""
     from prover.config_load import parse_override
+    from prover.config_overrides import type_overrides_by_field
     from prover.errors import ConfigError
 
-    kwargs = {}
+    kwargs, overrides = {}, []
     for text in texts:
         try:
             key, value = parse_override(text)
@@ -205,6 +207,8 @@ def _env_kwargs(texts: list[str]) -> dict[str, Any]:
         if "." in key:
             raise ConfigError(f"env argument {text!r}: {key!r} is not a keyword; write key=value")
         kwargs[key] = value
+        overrides.append(f"env.kwargs.{key}={text.partition('=')[2]}")
+    type_overrides_by_field({"env": {"name": name, "kwargs": kwargs}}, overrides)
     return kwargs
 
 
@@ -214,7 +218,7 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     from prover.envs.checker import check_env, check_gymnasium
     from prover.errors import ContractError
 
-    kwargs, stage = _env_kwargs(args.kwargs), "building the env"
+    kwargs, stage = _env_kwargs(args.name, args.kwargs), "building the env"
     check_env_settings(args.name, kwargs)  # the check `prover train` makes of env.kwargs: the same one line
     try:
         env = make_env(args.name, **kwargs)  # its errors name the env already

@@ -4,7 +4,8 @@ that the named parts fit (``prover.config_checks``).
 
 The loader, not the schema, is the room that reads the registries and the plugins: the schema stays a
 ground floor every room may import, and this file sits above the parts it resolves. It re-exports
-``check_parts_fit`` and ``check_env_settings``, so callers need one import for loading and checking.
+``check_parts_fit``, ``check_env_settings`` and ``parse_override`` (``prover.config_overrides``), so callers
+need one import for loading and checking.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from prover.config import EnvConfig, TrainConfig
 from prover.config_checks import check_env_settings, check_parts_fit
+from prover.config_overrides import parse_override, type_overrides_by_field
 from prover.errors import ConfigError, ProverError, validation_line
 from prover.plugin_config import Configurable
 from prover.registry import ENVS
-from prover.yaml_files import load_yaml_text, read_yaml
+from prover.yaml_files import read_yaml
 
 __all__ = ["check_env_settings", "check_parts_fit", "config_from_tree", "load_config", "parse_override",
            "read_tree"]
@@ -35,18 +36,6 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
             raise ConfigError(f"override {dotted!r}: {k!r} is a value, not a section")
         node = child
     node[keys[-1]] = value
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """``a.b=value`` -> ("a.b", value), the value read as a YAML scalar (8 -> int, true -> bool)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-        raise ConfigError(f"override {text!r} is not of the form section.field=value")
-    try:
-        value = load_yaml_text(raw, f"override {key.strip()!r}") if raw.strip() else ""  # aliases bounded
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
 
 
 def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
@@ -68,7 +57,9 @@ def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
-    return config_from_tree(read_tree(path, overrides))
+    tree = read_tree(path, overrides)
+    type_overrides_by_field(tree, overrides)  # env.kwargs.actions=[1,2] into a list[str] is ["1", "2"]
+    return config_from_tree(tree)
 
 
 def config_from_tree(tree: dict) -> TrainConfig:

@@ -103,7 +103,7 @@ def violations(rule: Rule, root: Path = PROVER) -> list[str]:
 
 
 PARTS = ("prover.envs", "prover.engines", "prover.credit", "prover.judges", "prover.retrieval")
-CONFIG_LOADING = ("prover.config_load", "prover.config_checks", "prover.config_text")
+CONFIG_LOADING = ("prover.config_load", "prover.config_checks", "prover.config_text", "prover.config_overrides")
 
 RULES = [
     pytest.param(Rule(("prover.credit",), ("prover.judges",), JUDGE_CONTRACT),
@@ -135,7 +135,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                 "prover.seeding", "prover.stopping", "prover.httpio", "prover.padding", "prover.progress",
                 "prover.svgchart", "prover.distributed", "prover.episode_chat")),
     ("schema", ("prover.config",)),
-    ("registry", ("prover.registry", "prover.plugin_config", "prover.config_text")),
+    ("registry", ("prover.registry", "prover.plugin_config", "prover.config_text", "prover.config_overrides")),
     ("parts", ("prover.envs", "prover.engines", "prover.modeling", "prover.retrieval", "prover.chat",
                "prover.judges", "prover.turn_prompts", "prover.learner_rows", "prover.lora")),
     ("records", ("prover.checkpoint_state", "prover.trackers", "prover.samples")),
