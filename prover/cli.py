@@ -37,7 +37,7 @@ def _fields_epilog(argv: list[str]) -> str:
 def _help_tree(argv: list[str]) -> dict:
     """The --config file and overrides of a command line that asks for help (argparse prints help before it
     reads them), unchecked; {} when they do not read, so that help still prints, with the defaults."""
-    from prover.config import read_tree
+    from prover.config_load import read_tree
 
     path, overrides, args = None, [], iter(argv)
     for arg in args:
@@ -70,7 +70,7 @@ class _Parser(argparse.ArgumentParser):
 def _config(args: argparse.Namespace) -> Any:
     """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
     own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
-    from prover.config import load_config, parse_override
+    from prover.config_load import load_config, parse_override
 
     path, overrides = args.config, list(args.overrides)
     if getattr(args, "run_dir", None) is not None and not args.run_dir.strip():  # --run-dir= or --run-dir ""
@@ -116,8 +116,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.config import engine_dtype
     from prover.engines import make_engine
     from prover.envs import make_env
-    from prover.lora import is_adapter_checkpoint, merged_policy
+    from prover.lora import is_adapter_checkpoint
     from prover.modeling import apply_threads
+    from prover.policy.merged import merged_policy
     from prover.progress import Reporter
     from prover.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
@@ -195,7 +196,7 @@ def _docstring(target: Any) -> str | None:
 def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
     """``key=value`` (or ``env.kwargs.key=value``) arguments of env ``name``, each value read as YAML and
     typed by the env's setting, as in overrides."""
-    from prover.config import parse_override
+    from prover.config_load import parse_override
     from prover.config_overrides import type_overrides_by_field
     from prover.errors import ConfigError
 
@@ -215,7 +216,7 @@ def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from prover.config import check_env_settings
+    from prover.config_load import check_env_settings
     from prover.envs import make_env
     from prover.envs.checker import check_env, check_gymnasium
     from prover.errors import ContractError

@@ -23,6 +23,11 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel
 
+from prover.config import TrainConfig
+from prover.errors import ConfigError
+from prover.registry import REGISTRIES
+from prover.yaml_files import load_yaml_text
+
 # (section path, registry, section holding the plugin's name): where a plugin's own settings live
 PLUGIN_SECTIONS = ((("env", "kwargs"), "envs", "env"), (("engine", "kwargs"), "engines", "engine"),
                    (("credit",), "credit", "credit"), (("judge",), "judges", "judge"))
@@ -31,11 +36,21 @@ SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.
 MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 
 
+def parse_override(text: str) -> tuple[str, Any]:
+    """``a.b=value`` -> ("a.b", value), the value read as a YAML scalar (8 -> int, true -> bool)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ConfigError(f"override {text!r} is not of the form section.field=value")
+    try:
+        value = load_yaml_text(raw, f"override {key.strip()!r}") if raw.strip() else ""  # aliases bounded
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
 def type_overrides_by_field(tree: dict, overrides: list[str] | tuple[str, ...]) -> None:
     """Re-read, in ``tree`` (overrides applied), each override's value as its field's type asks (see the
     module docstring). A value a later override replaced is left alone."""
-    from prover.config import parse_override  # the loader's own reading, so both agree on every value
-
     last = {key: (value, text) for key, value, text in ((*parse_override(t), t) for t in overrides)}
     for key, (value, text) in last.items():
         if isinstance(value, str) or value is None:
@@ -53,8 +68,6 @@ def type_overrides_by_field(tree: dict, overrides: list[str] | tuple[str, ...]) 
 
 def field_type(tree: dict, parts: list[str]) -> Any:
     """The type of the field that dotted name ``parts`` fills, or None when it is not known."""
-    from prover.config import TrainConfig
-
     for section, registry, owner in PLUGIN_SECTIONS:
         n = len(section)
         if tuple(parts[:n]) == section and len(parts) > n:
@@ -76,9 +89,6 @@ def _model_field(model: Any, parts: list[str]) -> Any:
 
 def _plugin_field(tree: dict, registry: str, owner: str, parts: list[str]) -> Any:
     """The type of a plugin setting: the field of the named plugin's ``Config``."""
-    from prover.config import TrainConfig
-    from prover.registry import REGISTRIES
-
     section = tree.get(owner)
     name = section.get("name") if isinstance(section, dict) else None
     if name is None:

@@ -36,8 +36,9 @@ def env_settings(name: str | None, config: str | None, overrides: list[str]) -> 
     """The env's name and checked kwargs: ``name`` over the ``env`` section of ``config`` and ``overrides``."""
     from pydantic import ValidationError
 
-    from prover.config import EnvConfig, read_tree
+    from prover.config import EnvConfig
     from prover.config_checks import check_env_settings
+    from prover.config_load import read_tree
     from prover.config_overrides import type_overrides_by_field
 
     dotted = []

@@ -21,7 +21,8 @@ import torch
 import prover.learner
 from prover.async_rollout import AheadBatches, StepBatches, WorkerSpec, make_batches
 from prover.branching import Brancher, BranchRequest, BranchResult
-from prover.config import LearnerConfig, TrainConfig, load_config
+from prover.config import LearnerConfig, TrainConfig
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer, ProVerConfig
 from prover.engines.hf import HFEngine

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from prover.config import CreditConfig, JudgeConfig, TrainConfig, load_config, parse_override
+from prover.config import CreditConfig, JudgeConfig, TrainConfig
+from prover.config_load import load_config, parse_override
 from prover.config_text import field_help
 from prover.credit.grpo import GRPOConfig
 from prover.envs import TextEnv

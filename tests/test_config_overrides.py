@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from prover.cli import main
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.base import CreditAssigner, MethodConfig
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError

@@ -21,7 +21,7 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from conftest import TINY_RUN
 from prover.cli import main
-from prover.config import check_parts_fit, load_config
+from prover.config_load import check_parts_fit, load_config
 from prover.envs import check_env, make_env
 from prover.envs.gym import GymnasiumTextEnv, gymnasium_ids, register_gymnasium_envs
 from prover.errors import CapabilityError, ConfigError, ContractError

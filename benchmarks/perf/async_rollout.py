@@ -54,7 +54,7 @@ MODES = {"sync": (0, 1), "async": (1, 1), "sync-2-threads": (0, 2)}  # (max_off_
 
 def warm_start(env: str, base: Path, overrides: list[str]) -> Path:
     """The env's warm-started policy folder, built once by a zero-step run (its seed is the bench's)."""
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.trainer import Trainer
 
     cfg = load_config(None, ENVS[env]["settings"] + overrides + [
@@ -67,7 +67,7 @@ def cell(env: str, seed: int, mode: str, steps: int, policy: Path, base: Path, o
     """One training run; its clocks, phases, lag and held-out success."""
     import torch
 
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.trainer import Trainer
 
     k, threads = MODES[mode]

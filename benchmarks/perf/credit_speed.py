@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from prover.branching import Brancher, BranchRequest, BranchResult
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.envs import make_env
 from prover.errors import ProverError

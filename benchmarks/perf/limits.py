@@ -80,7 +80,7 @@ def make_env_fn():
 
 def policies(policy: str | None) -> tuple[Path, Path]:
     """The main job's untrained base and its warm-started policy (built once in runs/limits, or ``policy``)."""
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.policy import base_policy, prepare_policy
     from prover.progress import Reporter
     from prover.run import RunDir
@@ -136,7 +136,7 @@ def metered(meter: Meter, name: str, fn, keep: list | None = None, outer_only: b
 
 
 def rl_config(warm: Path, run_dir: str, threads: int, *extra: str):
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     return load_config(None, [f"model.path={warm}", "warmstart.enabled=false", "steps=1", f"threads={threads}",
                               f"run.dir={run_dir}", *extra])

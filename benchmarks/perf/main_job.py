@@ -33,7 +33,10 @@ def main_child(run_dir: str, out: str) -> None:
         import prover.policy.warmstart as warmstart
     except ImportError:  # a revision from before the policy package
         import prover.warmstart as warmstart
-    from prover.config import load_config
+    try:
+        from prover.config_load import load_config
+    except ImportError:  # a revision from before the loader was split off the schema (issue 46)
+        from prover.config import load_config
     from prover.learner import Learner
     from prover.trainer import Trainer
 
@@ -112,7 +115,7 @@ ARMS = {"GRPO": ["credit.name=grpo", "judge.name=null"],
 
 
 def section_overhead(args: argparse.Namespace, keep: Path) -> dict:
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.progress import Reporter
     from prover.trainer import Trainer
 

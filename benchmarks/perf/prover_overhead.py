@@ -25,7 +25,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.progress import Reporter
 from prover.trainer import Trainer
 

@@ -19,7 +19,7 @@ import functools
 import tempfile
 import time
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.trainer import Trainer, task_seeds
 
 

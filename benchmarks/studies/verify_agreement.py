@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import prover.credit.prover as prover_credit
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.prover import ProVerConfig
 from prover.credit.verification import Boundaries, Tally, p_post_greater, verify
 from prover.progress import Reporter

@@ -50,7 +50,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 
 from prover import CREDIT, Trainer, make_env
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.progress import Reporter
 
