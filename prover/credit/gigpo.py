@@ -204,5 +204,5 @@ class GiGPO(CreditAssigner):
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
         anchors = _row_anchors(rows, self.config) if rows.turns else (np.zeros(0, dtype=np.int64), 0)
-        values = broadcast_rows(batch, rows, _gigpo_rows(batch, rows, ctx, self.config, anchors))
+        values = broadcast_rows(batch, _gigpo_rows(batch, rows, ctx, self.config, anchors))
         return Advantages(values=values, metrics=anchor_metrics(*anchors))

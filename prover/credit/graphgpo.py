@@ -184,4 +184,4 @@ class GraphGPO(CreditAssigner):
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
-        return Advantages(values=broadcast_rows(batch, rows, _graphgpo_rows(batch, rows, ctx, self.config)))
+        return Advantages(values=broadcast_rows(batch, _graphgpo_rows(batch, rows, ctx, self.config)))

@@ -157,4 +157,4 @@ class HGPO(CreditAssigner):
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
-        return Advantages(values=broadcast_rows(batch, rows, _hgpo_rows(batch, rows, ctx, self.config)))
+        return Advantages(values=broadcast_rows(batch, _hgpo_rows(batch, rows, ctx, self.config)))
