@@ -67,6 +67,9 @@ class TwxEngine:
         """Generate the game of ``generation_seed`` in ``fold`` (gold path included) and return its first step."""
         out = json.loads(self.server.generateNewGameJSON(generation_seed, fold, True))
         played = int(self.properties().get("seed", -1))
+        if played == -1:  # TWX's load() accepts a malformed value ("numLocations=x") and then makes nothing
+            raise ConfigError(f"twx: TextWorld-Express made no {self.loaded[0]!r} game from params "
+                              f"{self.loaded[1]!r}; check each value (TWX's README lists them)")
         if played != generation_seed:  # the engine would otherwise play a game the fold does not hold
             raise ConfigError(f"twx: asked for generation seed {generation_seed} of fold {fold!r}, "
                               f"the engine generated seed {played}")

@@ -16,7 +16,8 @@ Actions: the admissible list is TWX's ``validActions``, sorted and without repea
 in an order of its own). An action that is not in it is not sent to the engine: the env answers TWX's
 own words for an unknown command and nothing changes (TWX's Simon Says would count it as a turn).
 
-The expert (for the warm start) is TWX's gold path: its next action while the agent's state is one the gold
+The expert (for the warm start) is TWX's gold path (TWX draws it anew at each generation, unseeded; the env
+keeps the first one it sees per game, so it is fixed within a process but not across processes): its next action while the agent's state is one the gold
 path passes through (compared by ``state_key``); off the path there is none (None). TWX cannot save or set a
 state, so snapshots are the base class's replay (seed, options, actions); a replay step takes about as long
 as a step. ``state_key`` is a digest of the engine's objects (``engine.TwxEngine.world``), not of the text.
@@ -54,6 +55,7 @@ class TwxEnv(TextEnv):
         self.game, self.game_params, self.max_steps, self.reward = game, game_params, max_steps, reward
         self._engine: TwxEngine | None = None
         self._gold_keys: list[Hashable] | None = None
+        self._golds: dict[str, tuple[str, ...]] = {}
         self.task_id: str | None = None
 
     # -- the gym API -----------------------------------------------------------------------------
@@ -69,7 +71,10 @@ class TwxEnv(TextEnv):
         self.generation_seed = seeds[seed % len(seeds)]
         out = self._engine.new_game(self.generation_seed, fold)
         self.task_id = f"{self.game}/{fold}/{self.generation_seed}"
-        self.task, self._gold = self._engine.task(), tuple(self._engine.gold())
+        # TWX's gold agent is not seeded: each generation of a seed gives another gold path (11, 23 and 15
+        # actions for coin seed 4). The first one seen is kept, so replays and the expert agree.
+        self.task = self._engine.task()
+        self._gold = self._golds.setdefault(self.task_id, tuple(self._engine.gold()))
         self._gold_keys = None
         self.steps, self.won, self.score = 0, False, float(out["score"])
         self._absorb(out)
