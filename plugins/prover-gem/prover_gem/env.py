@@ -32,7 +32,7 @@ import random
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class GemEnv(TextEnv):
     native_snapshot = True
     uses_global_rng = True
     agent_spec = SPEC
-    train_recipe = {"warmstart.enabled": False}  # GEM's games have no expert
+    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.enabled": False}  # GEM's games have no expert
 
     def __init__(self, *, game: str = "game:GuessTheNumber-v0-easy", format_error: str = "noop") -> None:
         game = game if game.startswith("game:") else f"game:{game}"

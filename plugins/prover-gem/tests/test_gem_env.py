@@ -47,7 +47,7 @@ def test_moves_are_wrapped_in_boxed_unless_already_boxed() -> None:
     for move in ("A C", "\\boxed{A C}"):
         env = GemEnv(game="TowerofHanoi-v0-easy")
         env.reset(seed=0)
-        obs, reward, term, _, info = env.step(move)
+        obs, _, term, _, info = env.step(move)
         assert info["is_action_valid"] and not term and "C" in obs
 
 

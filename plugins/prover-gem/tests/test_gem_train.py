@@ -1,5 +1,5 @@
 """`prover train env.name=gem` runs a couple of steps with the tiny model under grpo, gigpo and prover (with
-the contrast judge, which reads the engine's state_key), (GEM has no expert: the warm start is off)."""
+the contrast judge, which reads the env's state_key); GEM has no expert, so the warm start is off."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ TINY = [
 @pytest.mark.parametrize("credit", ["grpo", "gigpo", "prover"])
 def test_prover_train_runs_on_gem(credit, tmp_path, capsys) -> None:
     run = tmp_path / "run"
-    args = ["train", *TINY, "env.name=gem", "env.kwargs.game=game:Sudoku-v0-easy", f"credit.name={credit}", f"run.dir={run}"]
+    args = ["train", *TINY, "env.name=gem", "env.kwargs.game=game:Sudoku-v0-easy", f"credit.name={credit}",
+            f"run.dir={run}"]
     assert main(args) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["phase"] == "train"] == [1, 2]

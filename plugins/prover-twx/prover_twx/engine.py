@@ -89,8 +89,9 @@ class TwxEngine:
 
     def world(self) -> str:
         """A digest of the game's objects as the engine holds them (not the text it shows): every room with
-        its contents, doors and flags (open, cut, cooked, read, ...), the agent's room and inventory. Simon
-        Says has no world, only the index of the instruction the agent is at (``currentStep``)."""
+        its contents, doors and flags (open, cut, cooked, ...), the agent's room and inventory, and what the
+        game's scorer keeps beside them. Simon Says has no world, only the index of the instruction the agent
+        is at (``currentStep``)."""
         game = self.server.game()
         game_name = self.loaded[0]
         if game_name == "simonsays":
@@ -99,7 +100,21 @@ class TwxEngine:
             rooms = game.locations() if game_name in MULTI_ROOM else [game.agentLocation()]
             parts = [str(game.agentLocation().name()), str(game.agentInventory().toJSON())]
             parts += [str(room.toJSON()) for room in rooms]
+        parts += self._scored_state(game, game_name)
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+    @staticmethod
+    def _scored_state(game, game_name: str) -> list[str]:
+        """What a game's scorer reads that the objects' JSON leaves out (javap of its Scoring class): whether
+        the math problem was read (arithmetic wins only after it), the instruction book's reading, and the
+        ingredients cookingworld has counted as found (a flag that stays set once an ingredient is taken)."""
+        if game_name == "arithmetic":
+            return [str(game.scorer().mathProblemObj().hasBeenRead())]
+        if game_name == "peckingorder":
+            return [str(game.instructionBook().hasBeenRead())]
+        if game_name == "cookingworld":
+            return [str(list(game.scorer().ingredientsFound())), str(game.scorer().maxScoreFromPrep())]
+        return []
 
     def close(self) -> None:
         try:

@@ -16,10 +16,11 @@ Actions: the admissible list is TWX's ``validActions``, sorted and without repea
 in an order of its own). An action that is not in it is not sent to the engine: the env answers TWX's
 own words for an unknown command and nothing changes (TWX's Simon Says would count it as a turn).
 
-The expert (for the warm start) is TWX's gold path (TWX draws it anew at each generation, unseeded; the env
-keeps the first one it sees per game, so it is fixed within a process but not across processes): its next action while the agent's state is one the gold
-path passes through (compared by ``state_key``); off the path there is none (None). TWX cannot save or set a
-state, so snapshots are the base class's replay (seed, options, actions); a replay step takes about as long
+The expert (for the warm start) is TWX's gold path. TWX draws it anew at each generation, unseeded; the env
+keeps the first one it sees per game, so it is fixed within a process but not across processes. The expert's
+action is the gold action after the last gold-path state equal to the current one (by ``state_key``, so a
+look or an unknown command keeps the agent on the path); off the path there is none (None). TWX cannot save
+or set a state, so snapshots are the base class's replay (seed, options, actions); a replay step takes about as long
 as a step. ``state_key`` is a digest of the engine's objects (``engine.TwxEngine.world``), not of the text.
 
 One env is one JVM (about 0.3 s to start, ~100 MB): it starts on the first reset and stops on ``close``.
@@ -28,6 +29,7 @@ One env is one JVM (about 0.3 s to start, ~100 MB): it starts on the first reset
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any, ClassVar
 
 from prover.envs import TextEnv
 from prover.errors import ConfigError, ContractError
@@ -42,7 +44,8 @@ class TwxEnv(TextEnv):
     """TextWorld-Express on its Java engine; see the module docstring."""
 
     native_snapshot = False
-    train_recipe = {"warmstart.random_action_share": 0.0}  # the gold path has no expert off the path
+    # off the gold path there is no expert, and the warm start needs one at every turn
+    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.random_action_share": 0.0}
 
     def __init__(self, *, game: str = "coin", game_params: str = "", max_steps: int = 50,
                  reward: str = "success") -> None:

@@ -21,7 +21,7 @@ TINY = [
 @pytest.mark.parametrize("credit", ["grpo", "gigpo", "prover"])
 def test_prover_train_runs_on_twx(credit, tmp_path, capsys) -> None:
     run = tmp_path / "run"
-    args = ["train", *TINY, "env.name=twx", "env.kwargs.game=coin", f"credit.name={credit}", f"run.dir={run}"]
+    args = ["train", *TINY, "env.name=twx", "env.kwargs.game=arithmetic", f"credit.name={credit}", f"run.dir={run}"]
     assert main(args) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["phase"] == "train"] == [1, 2]
