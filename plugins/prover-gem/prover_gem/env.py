@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from gymnasium import spaces
 
 from prover.envs import AgentSpec, TextEnv
+from prover.envs.base import MAX_TEXT, TEXT_CHARSET
 from prover.errors import ConfigError, ContractError
 
 from prover_gem.canon import canonical
@@ -79,6 +81,8 @@ class GemEnv(TextEnv):
     native_snapshot = True
     uses_global_rng = True
     agent_spec = SPEC
+    # Sokoban marks a box on its goal with '√' (the only character past ASCII that the listed games write)
+    observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET | {"√"})
     train_recipe: ClassVar[dict[str, Any]] = {"warmstart.enabled": False}  # GEM's games have no expert
 
     def __init__(self, *, game: str = "game:GuessTheNumber-v0-easy", format_error: str = "noop") -> None:
