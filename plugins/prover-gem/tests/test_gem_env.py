@@ -108,3 +108,13 @@ class MovesShown(GemEnv):
 def test_check_env_passes_on_every_listed_game(game) -> None:
     check_env(make_env("gem", game=game), seeds=(0, 1), n_steps=16)
     check_env(MovesShown(game=game), seeds=(0, 1), n_steps=16)  # the same rules, with real moves played
+
+
+@pytest.mark.slow
+def test_importing_the_plugin_leaves_gem_unloaded() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, prover_gem; print('gem' in sys.modules or 'reasoning_gym' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
