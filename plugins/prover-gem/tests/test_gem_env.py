@@ -11,6 +11,7 @@ from prover.envs import check_env, make_env
 from prover.errors import ConfigError
 
 from prover_gem import GAMES, GemEnv
+from prover_gem.moves import random_move
 
 
 def test_guess_the_number_is_won_by_binary_search_with_reward_one() -> None:
@@ -85,21 +86,14 @@ def test_splits_do_not_share_seeds_and_bad_settings_are_one_line() -> None:
 class MovesShown(GemEnv):
     """GemEnv that lists a few real moves as admissible actions, so that check_env's random player makes
     moves (GEM lists none, and check_env's default 'look' is a format error, a no-op). The moves are GEM's
-    own ``sample_random_action`` (random cells for Sudoku, which has none) from an RNG seeded by the state."""
+    own ``sample_random_action`` (``prover_gem.moves``), from an RNG seeded by the state."""
 
     def _info(self, valid: bool) -> dict:
         info = super()._info(valid)
         if self._gem is None or self.done:
             return info
-        outside = random.getstate()
-        random.seed(self.state_key()[2])
-        try:
-            moves = {self._gem.sample_random_action() for _ in range(4)}
-        except NotImplementedError:
-            n = self._gem.unwrapped.scale if hasattr(self._gem.unwrapped, "scale") else 4
-            moves = {f"{random.randint(1, n)} {random.randint(1, n)} {random.randint(1, n)}" for _ in range(4)}
-        finally:
-            random.setstate(outside)
+        rng = random.Random(self.state_key()[2])
+        moves = {random_move(self._gem, rng) for _ in range(4)}
         return {**info, "admissible_actions": sorted(moves)}
 
 

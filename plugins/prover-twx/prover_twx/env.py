@@ -23,7 +23,8 @@ look or an unknown command keeps the agent on the path); off the path there is n
 or set a state, so snapshots are the base class's replay (seed, options, actions); a replay step takes about as long
 as a step. ``state_key`` is a digest of the engine's objects (``engine.TwxEngine.world``), not of the text.
 
-One env is one JVM (about 0.3 s to start, ~100 MB): it starts on the first reset and stops on ``close``.
+One env is one JVM (its first reset, JVM start included, took 1.5 s here; about 90 MB resident): it starts
+on the first reset and stops on ``close``.
 """
 
 from __future__ import annotations
