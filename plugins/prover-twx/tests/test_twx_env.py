@@ -181,6 +181,13 @@ def test_bad_settings_are_one_line_errors(env) -> None:
     env._engine.loaded = None  # the engine's loaded game is unknown after a refused load
 
 
+def test_without_java_the_first_reset_says_so(monkeypatch) -> None:
+    monkeypatch.setattr("prover_twx.engine.shutil.which", lambda name: None)
+    with pytest.raises(ConfigError, match="`java` is not on PATH; install a JRE") as err:
+        TwxEnv().reset(seed=0)
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("game", GAMES)
 def test_check_env_passes_on_every_game(game) -> None:
