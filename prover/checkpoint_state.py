@@ -14,11 +14,16 @@ RNG state is a tuple, so a dict with a non-string key is written {"items": [[key
 Checkpoints of earlier versions hold ``optimizer.pt`` and ``rng.pt`` (pickles). They are never read by
 ``--resume``; ``prover convert-checkpoint`` rewrites them, reading each with torch's restricted unpickler
 (``weights_only=True``), which loads tensors and plain values and refuses anything that would run code.
+
+Every checkpoint folder ends with ``manifest.json``: the size and SHA-256 of each file beside it, written
+last but one (``state.json`` marks it whole). A checkpoint without one is damaged; ``checkpoint_problem``
+says why a folder does not match its own, and ``--resume`` skips to an older checkpoint that does.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import warnings
@@ -28,6 +33,7 @@ from typing import Any
 from prover.errors import CheckpointError
 
 OLD_FILES = ("optimizer.pt", "rng.pt")
+MANIFEST = "manifest.json"
 
 
 def _encode(obj: Any, tensors: dict[str, Any]) -> Any:
@@ -107,8 +113,6 @@ def convert_old_checkpoint(folder: Path) -> list[str]:
 
     import torch
 
-    from prover.run import MANIFEST, write_manifest
-
     missing = [name for name in OLD_FILES if not (folder / name).is_file()]
     if missing:
         raise CheckpointError(f"{str(folder)!r} is not a checkpoint of an earlier prover: no {missing[0]}")
@@ -130,6 +134,44 @@ def convert_old_checkpoint(folder: Path) -> list[str]:
         (folder / name).unlink()
     write_manifest(folder)
     return [f"{stem}.{ext}" for stem in states for ext in ("json", "safetensors")] + [MANIFEST]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path) -> None:
+    """Size and SHA-256 of every file of a checkpoint, so a truncated or altered file is found on resume."""
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps(files, indent=1))
+
+
+def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
+    """Why a checkpoint does not match its manifest, or ''. One without a manifest is damaged: every
+    checkpoint prover writes has one, and the manifest is what vouches for the files beside it."""
+    try:
+        files = json.loads((folder / MANIFEST).read_text())
+    except FileNotFoundError:
+        return f"{MANIFEST} is missing"
+    except ValueError:
+        return f"{MANIFEST} is unreadable"
+    if not isinstance(files, dict) or not all(isinstance(w, dict) and {"bytes", "sha256"} <= w.keys()
+                                              for w in files.values()):
+        return f"{MANIFEST} is unreadable"
+    for name, want in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != want["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes, its manifest says {want['bytes']}"
+        if verify_hashes and _sha256(path) != want["sha256"]:
+            return f"{name} differs from its manifest's SHA-256"
+    return ""
 
 
 def add_parser(sub: Any) -> None:

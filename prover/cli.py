@@ -1,5 +1,8 @@
-"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge``.
-Errors print as one line, never a traceback."""
+"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge |
+serve-env``. Errors print as one line, never a traceback.
+
+``serve-env NAME`` serves a prover env over OpenEnv's protocol (``prover/serve_env.py``), for TRL, Unsloth or any
+OpenEnv client; it needs the ``openenv`` extra."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def _fields_epilog(argv: list[str]) -> str:
 def _help_tree(argv: list[str]) -> dict:
     """The --config file and overrides of a command line that asks for help (argparse prints help before it
     reads them), unchecked; {} when they do not read, so that help still prints, with the defaults."""
-    from prover.config import read_tree
+    from prover.config_load import read_tree
 
     path, overrides, args = None, [], iter(argv)
     for arg in args:
@@ -67,7 +70,7 @@ class _Parser(argparse.ArgumentParser):
 def _config(args: argparse.Namespace) -> Any:
     """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
     own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
-    from prover.config import load_config, parse_override
+    from prover.config_load import load_config, parse_override
 
     path, overrides = args.config, list(args.overrides)
     if getattr(args, "run_dir", None) is not None and not args.run_dir.strip():  # --run-dir= or --run-dir ""
@@ -113,8 +116,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.config import engine_dtype
     from prover.engines import make_engine
     from prover.envs import make_configured_env
-    from prover.lora import is_adapter_checkpoint, merged_policy
+    from prover.lora import is_adapter_checkpoint
     from prover.modeling import apply_threads
+    from prover.policy.merged import merged_policy
     from prover.progress import Reporter
     from prover.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
@@ -189,12 +193,14 @@ def _docstring(target: Any) -> str | None:
     return ast.get_docstring(node)
 
 
-def _env_kwargs(texts: list[str]) -> dict[str, Any]:
-    """``key=value`` (or ``env.kwargs.key=value``) arguments, each value read as YAML, as in overrides."""
-    from prover.config import parse_override
+def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
+    """``key=value`` (or ``env.kwargs.key=value``) arguments of env ``name``, each value read as YAML and
+    typed by the env's setting, as in overrides."""
+    from prover.config_load import parse_override
+    from prover.config_overrides import type_overrides_by_field
     from prover.errors import ConfigError
 
-    kwargs = {}
+    kwargs, overrides = {}, []
     for text in texts:
         try:
             key, value = parse_override(text)
@@ -204,16 +210,18 @@ def _env_kwargs(texts: list[str]) -> dict[str, Any]:
         if "." in key:
             raise ConfigError(f"env argument {text!r}: {key!r} is not a keyword; write key=value")
         kwargs[key] = value
+        overrides.append(f"env.kwargs.{key}={text.partition('=')[2]}")
+    type_overrides_by_field({"env": {"name": name, "kwargs": kwargs}}, overrides)
     return kwargs
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from prover.config import check_env_settings
+    from prover.config_load import check_env_settings
     from prover.envs import make_env
     from prover.envs.checker import check_env, check_gymnasium
     from prover.errors import ContractError
 
-    kwargs, stage = _env_kwargs(args.kwargs), "building the env"
+    kwargs, stage = _env_kwargs(args.name, args.kwargs), "building the env"
     check_env_settings(args.name, kwargs)  # the check `prover train` makes of env.kwargs: the same one line
     try:
         isolate = args.isolate_global_rng
@@ -280,6 +288,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_convert_parser(sub)
     add_convert_checkpoint_parser(sub)
     add_serve_judge_parser(sub)
+    from prover.serve_env import add_parser as add_serve_env_parser  # openenv is imported only when it runs
+
+    add_serve_env_parser(sub)
     from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
 
     add_new_parser(sub)

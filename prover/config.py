@@ -1,23 +1,23 @@
-"""The run configuration: pydantic models, YAML files plus dotted overrides, one-line errors.
+"""The run configuration's schema: pydantic models, every field documented once in its
+``Field(description=...)`` (``prover train --help`` prints those strings).
 
-Every field is documented once, in its ``Field(description=...)``; ``prover train --help`` prints
-those strings. Defaults are sized for the embedded envs with the tiny model on a laptop CPU; the
-reference values of verl-agent and the ProVer paper are cited where they differ.
+Defaults are sized for the embedded envs with the tiny model on a laptop CPU; the reference values of
+verl-agent and the ProVer paper are cited where they differ.
+
+This is a ground-floor room that every other one may read: it imports no registry, no plugin and no env
+(tests/test_import_graph.py, ``config-schema-imports-no-registry-plugin-or-env``). Reading a YAML file with
+dotted overrides, applying the env's ``train_recipe`` and checking that the named parts fit is the loader's
+work: ``prover.config_load`` (``load_config``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from prover.config_checks import check_env_settings, check_parts_fit  # noqa: F401  (also imported from here)
-from prover.errors import ConfigError, validation_line
 from prover.seeding import RUN_SEED_RULE, RunSeed
 from prover.strict_numbers import StrictNumbers
-from prover.yaml_files import load_yaml_text, read_yaml
 
 
 class Section(StrictNumbers):  # steps=true is refused, not read as 1
@@ -279,112 +279,3 @@ class TrainConfig(Section):
     warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig, description="SFT before RL.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     run: RunConfig = Field(default_factory=RunConfig, description="Where results go.")
-
-
-# -- loading -------------------------------------------------------------------------------------
-
-def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = tree
-    for k in keys[:-1]:
-        child = node.setdefault(k, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {dotted!r}: {k!r} is a value, not a section")
-        node = child
-    node[keys[-1]] = value
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """``a.b=value`` -> ("a.b", value), the value read as a YAML scalar (8 -> int, true -> bool)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-        raise ConfigError(f"override {text!r} is not of the form section.field=value")
-    try:
-        value = load_yaml_text(raw, f"override {key.strip()!r}") if raw.strip() else ""  # aliases bounded
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
-
-
-def read_tree(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
-              what: str = "config file") -> dict:
-    """A YAML file (optional; ``what`` names it in errors) with dotted overrides applied, unchecked: the one
-    reader of `prover train` and `prover bench` configs; ConfigError when it does not read."""
-    tree: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"{what} {str(p)!r} does not exist")
-        tree = read_yaml(p, what) or {}
-        if not isinstance(tree, dict):
-            raise ConfigError(f"{what} {str(p)!r} must hold a mapping of sections, not {type(tree).__name__}")
-    for text in overrides:
-        _set_dotted(tree, *parse_override(text))
-    return tree
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML file (optional), apply dotted overrides, validate; ConfigError on any problem."""
-    return config_from_tree(read_tree(path, overrides))
-
-
-def config_from_tree(tree: dict) -> TrainConfig:
-    """Validate a mapping of sections (a YAML file's content, overrides applied): the env's recipe
-    beneath it, every name resolved; ConfigError on any problem. ``tree`` is updated in place."""
-    _apply_env_recipe(tree)
-    try:
-        cfg = TrainConfig.model_validate(tree)
-    except ValidationError as exc:
-        raise ConfigError(validation_line(exc, unknown="; see `prover train --help` for the fields")) from exc
-    check_parts_fit(cfg)
-    return cfg
-
-
-def _is_set(tree: dict, dotted: str) -> bool:
-    node: Any = tree
-    for k in dotted.split("."):
-        if not isinstance(node, dict) or k not in node:
-            return False
-        node = node[k]
-    return True
-
-
-def _apply_env_recipe(tree: dict) -> None:
-    """Fill in the chosen env's ``train_recipe`` beneath what the user set, key by key. A recipe is tuned
-    for the tiny policy, so a real checkpoint (``model.path``) gets the plain defaults."""
-    from prover.errors import ProverError
-    from prover.registry import ENVS
-
-    model = tree.get("model")
-    if isinstance(model, dict) and model.get("path", "tiny") != "tiny":
-        return
-    env = tree.get("env")
-    name = env.get("name") if isinstance(env, dict) else None
-    name = name or EnvConfig.model_fields["name"].default
-    try:
-        env_cls = ENVS.get(name)
-    except ProverError:
-        return  # an unknown or broken env is reported by check_parts_fit, with the closest name
-    # Only the class's own recipe: a subclass (a plugin env over a sim) takes other constructor
-    # arguments, so a recipe inherited from its parent would break it.
-    recipe = env_cls.__dict__.get("train_recipe", {}) if isinstance(env_cls, type) else {}
-    _check_recipe_kwargs(name, env_cls, recipe)
-    for dotted, value in recipe.items():
-        if not _is_set(tree, dotted):
-            _set_dotted(tree, dotted, value)
-
-
-def _check_recipe_kwargs(name: str, env_cls: type, recipe: dict[str, Any]) -> None:
-    """A recipe's ``env.kwargs.*`` must be settings of its class (its ``Config``): one line blaming the
-    recipe now, not one about a setting the user never wrote."""
-    from prover.plugin_config import Configurable
-
-    keys = [k.split(".", 2)[2] for k in recipe if k.startswith("env.kwargs.") and k.count(".") >= 2]
-    if not keys or not issubclass(env_cls, Configurable):  # not a TextEnv: check_parts_fit says so
-        return
-    model = env_cls.Config
-    bad = [k for k in keys if k not in model.model_fields]
-    if bad and model.model_config.get("extra") != "allow":  # one that takes **kwargs takes any name
-        raise ConfigError(f"env {name!r}: the train_recipe of {env_cls.__qualname__} sets "
-                          f"{', '.join('env.kwargs.' + k for k in bad)}, which are not among its settings "
-                          f"(env.kwargs: {', '.join(model.model_fields) or 'none'}); fix the recipe")

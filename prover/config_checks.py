@@ -1,26 +1,25 @@
 """The checks of a validated config that span sections: every registry name resolves, the env's and the
 engine's settings fit their classes, the credit method and judge accept the run, the prompt fits the model,
-and the asynchronous rollout (``rollout.max_off_policy_steps``) has what it needs. ``prover.config`` runs
-them when a config loads (and re-exports both functions); they fail before any work starts."""
+and the asynchronous rollout (``rollout.max_off_policy_steps``) has what it needs. ``prover.config_load`` runs
+them when a config loads (``load_config``, which re-exports both functions); they fail before any work starts."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
+from prover.config import TrainConfig
+from prover.envs.base import TextEnv
 from prover.errors import ConfigError, ContractError
-
-if TYPE_CHECKING:
-    from prover.config import TrainConfig
+from prover.modeling import model_positions
+from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
+from prover.turn_prompts import prompt_budget
 
 
 def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:
     """The env ``name`` resolved to a TextEnv class and ``kwargs`` checked by its ``Config``: the one check
     of ``env.kwargs``, for `prover train` when its config loads and for `prover check-env`."""
-    from prover.envs.base import TextEnv
-    from prover.registry import ENVS
-
     env_cls = ENVS.get(name)
     if not (isinstance(env_cls, type) and issubclass(env_cls, TextEnv)):
         raise ContractError(f"env {name!r} is {getattr(env_cls, '__qualname__', env_cls)!r}, not a "
@@ -45,8 +44,6 @@ def check_async_rollout(cfg: TrainConfig, engine_cls: Any) -> None:
 
 def check_parts_fit(cfg: TrainConfig) -> None:
     """Resolve every registry name now, so a bad name fails before any work starts."""
-    from prover.registry import CREDIT, ENGINES, JUDGES
-
     # a typo in env.kwargs or engine.kwargs fails now, not when the part is built after the warm start
     check_env_settings(cfg.env.name, cfg.env.kwargs)
     engine = ENGINES.get(cfg.engine.name)
@@ -56,7 +53,5 @@ def check_parts_fit(cfg: TrainConfig) -> None:
     method.validate_config(cfg)
     if cfg.judge.name is not None:
         JUDGES.get(cfg.judge.name).validate_config(cfg)
-    from prover.modeling import model_positions  # also checks a model folder: it exists, with a config.json
-    from prover.turn_prompts import prompt_budget
-
+    # model_positions also checks a model folder: it exists, with a config.json
     prompt_budget(cfg.rollout.max_prompt_tokens, cfg.rollout.sampling.max_new_tokens, model_positions(cfg.model.path))

@@ -13,6 +13,8 @@ import yaml
 from pydantic import BaseModel
 
 from prover.config import TrainConfig
+from prover.plugin_config import settings_help
+from prover.registry import CREDIT
 
 PLUGIN_SECTIONS = {"env": ("envs", "env.kwargs"), "engine": ("engines", "engine.kwargs"),
                    "credit": ("credit", "credit"), "judge": ("judges", "judge")}  # section: (registry, settings)
@@ -22,8 +24,6 @@ def field_help(tree: dict | None = None) -> list[tuple[str, str, str]]:
     """(dotted name, default, description) for every leaf field, each plugin section followed by the
     settings of the plugin that ``tree`` (a config's sections, unchecked) names, else of the default one:
     the text of ``--help``."""
-    from prover.plugin_config import settings_help
-
     rows = []
     for section, f in TrainConfig.model_fields.items():
         rows += _leaf_rows(f, section)
@@ -45,8 +45,6 @@ def _leaf_rows(f: Any, name: str) -> list[tuple[str, str, str]]:
 def dump_config(cfg: TrainConfig) -> str:
     """The resolved config as YAML, then what the credit method derives from it (e.g. its effective win
     range) as comments: a reader sees them, loading the file ignores them."""
-    from prover.registry import CREDIT
-
     text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
     derived = CREDIT.get(cfg.credit.name).derived_settings(cfg)
     if derived:

@@ -112,6 +112,27 @@ def leave_process_group() -> None:
             dist.destroy_process_group()
 
 
+def shard_on_cpu() -> None:
+    """Make accelerate use the launcher's FSDP or DeepSpeed config in a CPU process, as a GPU launch would;
+    nothing in a plain process. For checks of the sharded paths without a GPU (tests/accelerate_config_worker.py,
+    benchmarks.checks.device_check --cpu): accelerate (1.16) never shards on CPU by itself, since a CPU
+    process is MULTI_CPU, which makes every ``fsdp_config`` plain DDP, and its DeepSpeed branch is skipped
+    whenever ``cpu=True`` (which the learner passes without a GPU). Set up here, over gloo, the learner's own
+    ``Accelerator`` then runs accelerate's real FSDP2 or DeepSpeed path. Call it before the learner is built."""
+    from accelerate import Accelerator
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
+        PartialState(cpu=True)  # a gloo process group, MULTI_CPU
+        # the FSDP plugin is attached only to a MULTI_GPU-like state; the device stays the CPU
+        PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
+    elif os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        # cpu=False reaches deepspeed.comm.init_distributed; gloo, since accelerate finds no device backend
+        PartialState(cpu=False, backend="gloo")
+        Accelerator(cpu=False)  # builds the shared DeepSpeed state; the learner's Accelerator reuses it
+
+
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One metrics record from one per process (see the module docstring for the rule per name)."""
     out: dict[str, Any] = {}

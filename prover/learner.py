@@ -1,17 +1,12 @@
-"""The policy-gradient update: PPO-clip with dual clip, optional KL to the initial policy, entropy.
+"""The policy-gradient update: PPO epochs over mini-batches of rows, one optimizer step per mini-batch.
 
-Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl's core_algos):
-
-    L1 = -A rho,   L2 = -A clip(rho, 1 - clip_low, 1 + clip_high),   Lclip = max(L1, L2)
-    L  = min(Lclip, -A c) if A < 0 else Lclip                   (dual clip, c = dual_clip_c)
-    loss = agg(L) + kl_coef agg(KL(logp, logp_ref)) - entropy_coef agg(H)
-
+The loss (PPO-clip with dual clip, optional KL to the initial policy, entropy) is prover/learner_loss.py's.
 ``logp_old`` is the log-prob the rollout recorded when it sampled the token (``Turn.logprobs``), never
 recomputed here: with asynchronous rollouts (``rollout.max_off_policy_steps``) a row may come from a policy
 up to k updates old, and rho is then the importance ratio to that sampling policy, clipped as PPO clips it.
 
-``agg`` is one of verl's loss_agg_modes, computed over a whole mini-batch (not per micro-batch, as
-verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
+The loss is aggregated (``learner.loss_agg``, one of verl's loss_agg_modes) over a whole mini-batch (not per
+micro-batch, as verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
 The learner never knows which credit method produced the advantages.
 
 Its rows (prover/learner_rows.py) are turn rows, one per turn, and sequence rows: a trajectory whose turns
@@ -30,49 +25,21 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
+from prover.learner_loss import token_losses
 from prover.learner_rows import (
     Row,
     SequenceRow,
     chains_of,
     row_logits,
+    row_token_weights,
     rows_from,
     sequence_rows,
     sft_rows,
-    token_weights,
     unique_tokens,
 )
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
 from prover.padding import chain_batches, length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
 from prover.types import Advantages, Batch
-
-
-def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
-    if kind == "k1":
-        return logp - ref
-    if kind == "k2":
-        return 0.5 * (logp - ref) ** 2
-    if kind == "abs":
-        return (logp - ref).abs()
-    d = (ref - logp).clamp(-20, 20)  # k3, verl's low_var_kl; clamping d first keeps exp finite
-    return (torch.exp(d) - d - 1).clamp(-10, 10)
-
-
-def ppo_token_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor,
-                   cfg: LearnerConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dual-clip PPO loss per token, and where the clipped term won (for ``clipfrac``)."""
-    ratio = torch.exp((logp - old).clamp(-20, 20))  # clamped as upstream verl does
-    l1 = -adv * ratio
-    l2 = -adv * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
-    lclip = torch.maximum(l1, l2)
-    return torch.where(adv < 0, torch.minimum(lclip, -adv * cfg.dual_clip_c), lclip), l2 > l1
-
-
-def _pad(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
-    """Right-align each array in a row of ``width`` (completions end at the last column)."""
-    out = torch.zeros((len(arrays), width), dtype=torch.float32)
-    for i, a in enumerate(arrays):
-        out[i, width - len(a):] = torch.from_numpy(np.asarray(a, np.float32))
-    return out.to(device)
 
 
 class Learner:
@@ -259,61 +226,52 @@ class Learner:
 
     def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None) -> dict[str, float]:
         """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches."""
-        cfg = self.cfg
-        turns = [t for r in rows if not r.padding for t in r.turn_rows]  # the loss is aggregated over turns
-        weights = iter(token_weights([t.loss_mask for t in turns], cfg.loss_agg, self.max_len,
-                                     [t.traj_turns for t in turns]))
-        row_weights = [[r.loss_mask] if r.padding else [next(weights) for _ in r.turn_rows] for r in rows]
-        plan = self._micro_batches(rows)
-        for _ in range(len(plan), n_micro or 0):
-            plan.append([len(rows)])
-            rows, row_weights = rows + [self._padding_row()], row_weights + [[np.zeros(1, np.float32)]]
-        stats = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "ppo_kl": 0.0, "tokens": 0.0,
-                 "padded_tokens": 0.0}
+        plan, rows, weights = self._micro_batch_plan(rows, n_micro)
+        stats = dict.fromkeys(("pg_loss", "kl", "entropy", "clipfrac", "ppo_kl", "tokens", "padded_tokens"), 0.0)
         self.optimizer.zero_grad(set_to_none=True)
         for indices in plan:
             micro = [rows[i] for i in indices]
-            micro_turns, w = [t for r in micro for t in r.turn_rows], [x for i in indices for x in row_weights[i]]
             for k, v in padding_counts([len(r.ids) for r in micro]).items():
                 stats[k] += v
-            with self._autocast():
-                logits, targets, mask = row_logits(self.model, micro, self.pad_id)  # float32 logits either way
-            dev, width = logits.device, logits.shape[1]
-            logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
-            logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            old, a, wt = (_pad([t.old_logprobs for t in micro_turns], width, dev),
-                          _pad([t.advantages for t in micro_turns], width, dev), _pad(w, width, dev))
-            pg, clipped = ppo_token_loss(torch.where(mask, logp, old), old, a, cfg)
-            total = pg
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            if cfg.entropy_coef > 0:
-                total = total - cfg.entropy_coef * entropy
-            kl = torch.zeros_like(pg)
-            if cfg.kl_coef > 0:
-                with torch.no_grad(), self._reference() as ref:
-                    ref_logp = gather_logprobs(*row_logits(ref, micro, self.pad_id)[:2])
-                kl = kl_penalty(logp, ref_logp, cfg.kl_type)
-                total = total + cfg.kl_coef * kl
-            loss = torch.where(mask, total * wt, torch.zeros_like(total)).sum()
-            self.accelerator.backward(loss)
-            with torch.no_grad():
-                # called only for this micro-batch, so `mask` and `wt` are always the current ones
-                def agg(x: torch.Tensor) -> float:
-                    return float(torch.where(mask, x * wt, torch.zeros_like(x)).sum())  # noqa: B023
-                stats["pg_loss"] += agg(pg)
-                stats["kl"] += agg(kl)
-                stats["entropy"] += agg(entropy)
-                stats["clipfrac"] += agg(clipped.float())
-                stats["ppo_kl"] += agg(old - logp)
-        grad_norm = self.accelerator.clip_grad_norm_(self.trainable(), cfg.grad_clip)
+            for k, v in self._micro_backward(micro, [w for i in indices for w in weights[i]]).items():
+                stats[k] += v
+        return {**stats, **self._optimizer_step()}
+
+    def _micro_batch_plan(self, rows: list[Row | SequenceRow], n_micro: int | None
+                          ) -> tuple[list[list[int]], list[Row | SequenceRow], list[list[np.ndarray]]]:
+        """The micro-batches (row indices, ``_micro_batches``), filled up with empty ones (one padding row) to
+        ``n_micro`` to match the other processes, the rows they index, and each row's token weights."""
+        weights = row_token_weights(rows, self.cfg.loss_agg, self.max_len)
+        plan = self._micro_batches(rows)
+        for _ in range(len(plan), n_micro or 0):
+            plan.append([len(rows)])
+            rows, weights = rows + [self._padding_row()], weights + [[np.zeros(1, np.float32)]]
+        return plan, rows, weights
+
+    def _micro_backward(self, micro: list[Row | SequenceRow], weights: list[np.ndarray]) -> dict[str, float]:
+        """Forward and backward of one micro-batch (``weights``: its turn rows' token weights, in order); the
+        weighted sums of its loss terms."""
+        with self._autocast():
+            logits, targets, trained = row_logits(self.model, micro, self.pad_id)  # float32 logits either way
+        ref_logp = None
+        if self.cfg.kl_coef > 0:
+            with torch.no_grad(), self._reference() as ref:
+                ref_logp = gather_logprobs(*row_logits(ref, micro, self.pad_id)[:2])
+        losses = token_losses(logits, targets, trained, [t for r in micro for t in r.turn_rows], weights, self.cfg,
+                              ref_logp)
+        self.accelerator.backward(losses.loss(self.cfg))
+        return losses.sums()
+
+    def _optimizer_step(self) -> dict[str, float]:
+        """Clip the gradient and step; a NaN or inf loss or gradient skips the step, so the weights stay finite."""
+        grad_norm = self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
         # the norm is of the all-reduced gradient, so every process skips or steps alike
-        stats["nonfinite"] = float(not torch.isfinite(torch.as_tensor(grad_norm)))
-        if stats["nonfinite"]:  # a NaN or inf loss or gradient: no optimizer step, weights stay finite
+        nonfinite = float(not torch.isfinite(torch.as_tensor(grad_norm)))
+        if nonfinite:
             self.optimizer.zero_grad(set_to_none=True)
         else:
             self.optimizer.step()
-        stats["grad_norm"] = float(grad_norm)
-        return stats
+        return {"nonfinite": nonfinite, "grad_norm": float(grad_norm)}
 
     # -- SFT ---------------------------------------------------------------------------------------
     def sft(self, rows: list[tuple[list[int], list[int]]], epochs: int, batch_rows: int,

@@ -186,6 +186,14 @@ def token_weights(masks: list[np.ndarray], mode: str, max_len: int,
     raise ValueError(f"unknown loss aggregation {mode!r}")
 
 
+def row_token_weights(rows: list[Row | SequenceRow], mode: str, max_len: int) -> list[list[np.ndarray]]:
+    """Each row's token weights in a mini-batch, one array per turn row: ``token_weights`` over the real rows'
+    turns (the loss is aggregated over turns), and a padding row's zero mask, which weighs nothing."""
+    turns = [t for r in rows if not r.padding for t in r.turn_rows]
+    weights = iter(token_weights([t.loss_mask for t in turns], mode, max_len, [t.traj_turns for t in turns]))
+    return [[r.loss_mask] if r.padding else [next(weights) for _ in r.turn_rows] for r in rows]
+
+
 def row_logits(model: Any, rows: list[Row | SequenceRow], pad_id: int) -> tuple[Any, Any, Any]:
     """Logits, targets and mask for the turns of ``rows``, one grid row per turn in order, as
     ``completion_logits`` lays them out. Turn rows alone go through ``completion_logits`` as they always

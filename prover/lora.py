@@ -12,7 +12,8 @@ so gradients and AdamW's moments cover them alone.
   serves adapted layers through separate kernels; merged weights work with any server and any ``sync``.)
 - A checkpoint holds the adapter alone (peft's ``adapter_model.safetensors`` and ``adapter_config.json``)
   beside the optimizer and RNG state; ``--resume`` rebuilds the frozen base (``prover.policy``: ``model.path``
-  or the cached warm start) and loads the adapter onto it; ``prover eval`` merges the two into a folder.
+  or the cached warm start) and loads the adapter onto it; ``prover eval`` merges the two into a folder
+  (``prover.policy.merged``, which builds the policy this file only does the arithmetic of).
 
 peft is an optional extra (``pip install 'prover-rl[lora]'``); it is imported only when LoRA is on.
 """
@@ -171,24 +172,3 @@ def check_lora(cfg: TrainConfig) -> None:
         skeleton = AutoModelForCausalLM.from_config(conf)
     wrap(skeleton, cfg.model.lora)
 
-
-def merged_policy(cfg: TrainConfig, adapter: Path, report: Any) -> Path:
-    """A Hugging Face folder of the policy an adapter checkpoint stands for (its base with the adapter
-    merged), for ``prover eval``; built once per adapter file in ``<run.dir>/models``."""
-    import hashlib
-
-    from prover.envs import make_configured_env
-    from prover.learner import Learner
-    from prover.policy import build_once, prepare_policy
-    from prover.run import RunDir
-
-    run = RunDir(cfg)
-    base = prepare_policy(cfg, run, lambda: make_configured_env(cfg.env), report)
-    check_base(adapter, base)
-    with open(adapter / "adapter_model.safetensors", "rb") as f:
-        key = hashlib.file_digest(f, "sha256").hexdigest()[:10]
-
-    def build(out: Path) -> None:  # rank and alpha come from the adapter's own config
-        lora = cfg.model.lora.model_copy(update={"enabled": True})
-        Learner(base, cfg.learner, dtype=cfg.model.dtype, lora=lora, adapter=adapter).save_pretrained(out)
-    return build_once(run.model_dir(f"merged-{base.name}-{key}"), build)

@@ -34,7 +34,9 @@ from typing import Any, ClassVar, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from prover.config import EnvConfig
 from prover.errors import ConfigError, validation_line
+from prover.registry import ENVS, REGISTRIES
 
 SettingRow = tuple[str, str, str, str]  # (name, type, default, description) of one setting
 
@@ -158,8 +160,6 @@ def settings_help(registry: str, section: str, name: str | None) -> list[tuple[s
     """``--help`` rows (dotted name, default, description) of the settings of plugin ``name`` of
     ``registry`` (e.g. ``envs``), set under ``section`` (``env.kwargs``); a plugin that does not load is one
     note row, so that help still prints."""
-    from prover.registry import REGISTRIES
-
     if name is None:
         return []
     try:
@@ -176,9 +176,6 @@ def settings_help(registry: str, section: str, name: str | None) -> list[tuple[s
 def recipe_help(tree: dict | None = None) -> list[str]:
     """``--help`` lines: the ``train_recipe`` of the env that ``tree`` (a config's sections, unchecked)
     names, else of the default env, and how to see another plugin's settings."""
-    from prover.config import EnvConfig
-    from prover.registry import ENVS
-
     env = (tree or {}).get("env")
     name = str(env["name"]) if isinstance(env, dict) and "name" in env else EnvConfig.model_fields["name"].default
     try:

@@ -1,6 +1,6 @@
 """Checks that can fail, run before a run folder is touched: a run that cannot start never costs an old one.
 
-The config's names and field types are checked when it loads (prover/config.py). What needs the parts
+The config's names and field types are checked when it loads (prover/config_load.py). What needs the parts
 themselves is checked here, by building them once and throwing them away:
 
 - the run folder is a folder this process may write (or can be made);

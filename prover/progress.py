@@ -34,10 +34,29 @@ def no_rows_warning(r: dict[str, Any]) -> str:
             "won or all failed); nothing changed")
 
 
+# GiGPO's step level is silent on a singleton anchor group (A^S = 0), so at this share of singletons it
+# reaches at most a tenth of the groups and trains nearly as GRPO. With a random policy prover's own envs
+# stay below it (singleton share of alfworld-sim 0.29, webshop-sim 0.09, pivot-sim 0.79; docs/metrics.md),
+# while a key that is the episode's history, once episodes part, passes it at 8 episodes of 3 turns or more.
+SINGLETON_ANCHOR_WARN = 0.9
+
+
+def singleton_anchors_warning(r: dict[str, Any]) -> str:
+    """One line when nearly all of a step's anchor groups (GiGPO) are single turns, else ""."""
+    share = r.get("credit/singleton_anchor_share")
+    if share is None or share < SINGLETON_ANCHOR_WARN:
+        return ""
+    return (f"credit: {share:.0%} of step {r['step']}'s GiGPO anchor groups are single turns (warned at "
+            f"{SINGLETON_ANCHOR_WARN:.0%}), whose step advantage is 0, so it trains almost as GRPO; a state_key "
+            "that is the episode's history (env 'gymnasium') seldom repeats: try credit.anchor=observation "
+            "(shown once per run)")
+
+
 class Reporter:
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.quiet = quiet
+        self._warned_once = False  # singleton_anchors_warning: a property of the run's env, not of one step
 
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -84,6 +103,10 @@ class Reporter:
         for warning in (judge_warning(r), no_rows_warning(r)):
             if warning:
                 self.note(warning)
+        once = "" if self._warned_once else singleton_anchors_warning(r)
+        if once:
+            self._warned_once = True
+            self.note(once)
 
     def eval_line(self, r: dict[str, Any]) -> None:
         kept = ", read from eval.cache_dir" if r.get("eval/cached") else ""

@@ -20,7 +20,6 @@ has no step lost and none duplicated.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -29,25 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prover.checkpoint_state import checkpoint_problem, load_state, refuse_old_format, save_state, write_manifest
 from prover.config import TrainConfig
 from prover.config_text import dump_config
 from prover.errors import CheckpointError, ConfigError, RunFolderError
+from prover.files import read_jsonl, write_atomic
 from prover.stopping import STARTED
 from prover.trackers import KEPT_FILE, Trackers
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file of a run folder; [] if there is none. A line torn by a kill
-    mid-write is skipped (a resumed run rewrites that step)."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
 
 
 def in_use(folder: Path, holder: str) -> RunFolderError:
@@ -262,8 +249,6 @@ class RunDir:
         (tmp / RUN_CONFIG).write_text(json.dumps(self.cfg.model_dump(mode="json"), sort_keys=True))
         import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
 
-        from prover.checkpoint_state import save_state
-
         save_state(learner.optimizer_state(), tmp, "optimizer")
         save_state({"torch": torch.get_rng_state(), "learner": learner.rng.getstate()}, tmp, "rng")
         write_manifest(tmp)
@@ -279,8 +264,6 @@ class RunDir:
                 "train the run first, or give a model folder with --model"
             raise CheckpointError(f"{command}: no checkpoint in {str(self.ckpt_root)!r}; {fix}")
         if command == "--resume":  # before the run folder changes: the state is read only after the start
-            from prover.checkpoint_state import refuse_old_format
-
             refuse_old_format(ckpt)
             changed = resume_differences(self.cfg, ckpt)
             if changed:
@@ -291,7 +274,6 @@ class RunDir:
         return ckpt
 
 
-MANIFEST = "manifest.json"
 RUN_CONFIG = "run_config.json"  # the resolved config of the run that wrote a checkpoint
 # What --resume may change: how long the run goes on, on how many threads, how it is evaluated, logged and
 # kept, where the folder is, and where its sampling is served. Anything else would continue one experiment
@@ -321,50 +303,10 @@ def resume_differences(cfg: TrainConfig, ckpt: Path) -> list[str]:
             if not k.startswith(RESUME_MAY_CHANGE)]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def write_manifest(folder: Path) -> None:
-    """Size and SHA-256 of every file of a checkpoint, so a truncated or altered file is found on resume."""
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
-    (folder / MANIFEST).write_text(json.dumps(files, indent=1))
-
-
-def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
-    """Why a checkpoint does not match its manifest, or ''. One without a manifest is damaged: every
-    checkpoint prover writes has one, and the manifest is what vouches for the files beside it."""
-    try:
-        files = json.loads((folder / MANIFEST).read_text())
-    except FileNotFoundError:
-        return f"{MANIFEST} is missing"
-    except ValueError:
-        return f"{MANIFEST} is unreadable"
-    if not isinstance(files, dict) or not all(isinstance(w, dict) and {"bytes", "sha256"} <= w.keys()
-                                              for w in files.values()):
-        return f"{MANIFEST} is unreadable"
-    for name, want in files.items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != want["bytes"]:
-            return f"{name} has {path.stat().st_size} bytes, its manifest says {want['bytes']}"
-        if verify_hashes and _sha256(path) != want["sha256"]:
-            return f"{name} differs from its manifest's SHA-256"
-    return ""
-
-
 def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
     """Restore optimizer and RNG into ``learner`` (its weights, or its LoRA adapter, came from the folder);
     return the step."""
     import torch
-
-    from prover.checkpoint_state import load_state
 
     try:
         optimizer, rng = load_state(ckpt, "optimizer"), load_state(ckpt, "rng")
@@ -378,8 +320,3 @@ def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
         raise CheckpointError(f"checkpoint {str(ckpt)!r} is unreadable: {' '.join(str(exc).split())[:300]}") from exc
     return step
 
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two processes (benches) may write one file
-    tmp.write_text(text)
-    os.replace(tmp, path)

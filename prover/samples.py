@@ -5,14 +5,17 @@ One JSON object per kept group and step::
     {"step": 3, "group": 1, "task_id": ..., "task_text": ...,
      "trajectories": [{"traj_id", "won", "return", "truncated", "truncation", "env_error",
                        "turns": [{"observation", "completion", "action", "reward", "format_valid",
-                                  "action_valid", "advantage"}]}],
+                                  "action_valid", "advantage", "state_key"}]}],
      "segments": [{"traj_id", "start_turn", "end_turn", "delta", "accepted", "problem", "rationale",
                    "sampled_version", "verify_version"}],
      "judge_failure": null or why the judge gave no proposal for the group,
      "judge_replies": [what an LLM judge replied, in order]}
 
 ``advantage`` is the mean advantage over the turn's tokens (null when the method trained on other turns
-than the rollout's, as SPO-tree does). ``segments`` are the judge's proposals as the credit method
+than the rollout's, as SPO-tree does). ``state_key`` is the env's ``state_key()`` before the turn (a str,
+number or null as it is, anything else as its ``repr``, cut to KEY_CHARS): the key GiGPO groups turns by
+(``credit.anchor=state_key``), so turns with equal keys shared a step group.
+``segments`` are the judge's proposals as the credit method
 checked them: ``delta`` is null for one dropped by validation (``problem`` says why).
 ``sampled_version`` and ``verify_version`` are the policy versions that sampled the segment and played
 the continuations that verified it (prover/async_rollout.py; null when unknown or not verified). ``judge_failure``
@@ -32,6 +35,14 @@ from prover.types import Advantages, Batch, Group
 
 OBS_CHARS = 2000  # an observation is cut to its first characters; the viewer shows an excerpt anyway
 TEXT_CHARS = 2000  # so is a rationale or a reason, whichever judge wrote it (a model's may run on)
+KEY_CHARS = 500  # a state key is an env's choice; a history key grows with the episode
+
+
+def _json_key(key: Any) -> Any:
+    """A state key as JSON: str, numbers, bool and None as they are, else its ``repr``; cut to KEY_CHARS."""
+    if key is None or isinstance(key, (bool, int, float)):
+        return key
+    return (key if isinstance(key, str) else repr(key))[:KEY_CHARS]
 
 
 def _rank(gi: int, group: Group, proposed: set[int]) -> tuple[int, int]:
@@ -60,7 +71,8 @@ def saved_groups(batch: Batch, adv: Advantages, step: int, n: int) -> list[dict[
             turns = [{"observation": t.observation[:OBS_CHARS], "completion": t.completion_text,
                       "action": t.action, "reward": float(t.reward), "format_valid": bool(t.format_valid),
                       "action_valid": bool(t.action_valid),
-                      "advantage": _mean(adv.values[gi][i][k]) if with_adv else None}
+                      "advantage": _mean(adv.values[gi][i][k]) if with_adv else None,
+                      "state_key": _json_key(t.state_key)}
                      for k, t in enumerate(tr.turns)]
             trajs.append({"traj_id": tr.traj_id, "won": bool(tr.won), "return": tr.env_return,
                           "truncated": bool(tr.truncated),

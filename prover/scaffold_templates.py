@@ -129,7 +129,7 @@ installed: `pip install -e .`)."""
 
 from __future__ import annotations
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.envs import check_env, make_env
 from prover.envs.checker import check_gymnasium
 
@@ -238,7 +238,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prover.config import TrainConfig, load_config
+from prover.config import TrainConfig
+from prover.config_load import load_config
 from prover.credit import CreditContext
 from prover.errors import ConfigError
 from prover.registry import CREDIT
@@ -342,7 +343,7 @@ from __future__ import annotations
 
 import pytest
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.judges import validate_segment
 from prover.registry import JUDGES

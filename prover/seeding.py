@@ -10,12 +10,9 @@ different runs branch with the same stream.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator
-
-if TYPE_CHECKING:
-    from prover.config import TrainConfig
 
 SEED_BOUND = 2**31 - 1  # fits every consumer: numpy, torch, Python's random, SGLang's sampling_seed
 # The one range of a run seed (seed=, a bench's seeds, pilot_seeds and warmstart_seed), checked where the config
@@ -40,7 +37,7 @@ def derive_seed(seed: int, step: int, purpose: str, *parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") % SEED_BOUND
 
 
-def eval_seed(cfg: TrainConfig) -> int:
-    """The sampling seed of held-out evaluation: one per run seed, the same at every evaluation (and in
-    `prover eval`), so evaluations of one run differ only by the policy."""
-    return derive_seed(cfg.seed, 0, "eval")
+def eval_seed(run_seed: int) -> int:
+    """The sampling seed of held-out evaluation: one per run seed (``train.seed``), the same at every
+    evaluation (and in `prover eval`), so evaluations of one run differ only by the policy."""
+    return derive_seed(run_seed, 0, "eval")

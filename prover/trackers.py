@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from prover.errors import ConfigError
+from prover.files import write_atomic
 
 # a config entry is left out of every tracker if a part of its dotted name, or its value, looks like a secret
 SECRET_NAME = re.compile(r"api_?key|secret|passw(or)?d|credential|private_?key|access_?key|"
@@ -337,8 +338,6 @@ class Trackers:
     def save(self) -> None:
         """trackers.json, atomically (a kill mid-write leaves the previous one)."""
         if self.kept_path is not None and self.kept:
-            from prover.run import write_atomic  # here: prover.run imports this module
-
             self.kept_path.parent.mkdir(parents=True, exist_ok=True)  # trackio writes elsewhere: none may exist yet
             write_atomic(self.kept_path, json.dumps(self.kept, indent=1, sort_keys=True) + "\n")
 

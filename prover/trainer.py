@@ -1,4 +1,4 @@
-"""The training loop, top to bottom as in DESIGN.md:
+"""The training loop, top to bottom as in docs/architecture.md ("One step of training"):
 
     rollout -> credit (judge, brancher) -> learner update -> weight sync -> metrics, checkpoint
 
@@ -90,7 +90,7 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     share. Returns the metrics record (the same on every process) and this process's episodes."""
     e, s = cfg.eval, rollout.sampling
     tasks = list(range(e.episodes))
-    batch = rollout.run(ranks.share(tasks) if ranks else tasks, 1, split=e.split, seed=eval_seed(cfg),
+    batch = rollout.run(ranks.share(tasks) if ranks else tasks, 1, split=e.split, seed=eval_seed(cfg.seed),
                         sampling=SamplingParams(s.max_new_tokens, e.temperature, s.top_p, s.top_k), on_turn=on_turn)
     mine = [t.won for g in batch.groups for t in g.trajectories]
     won = [w for part in ranks.gather(mine) for w in part] if ranks else mine
@@ -160,7 +160,7 @@ class Trainer:
     def _build(self, ckpt: Any) -> None:
         from prover.learner import Learner
         from prover.modeling import apply_threads
-        from prover.policy import prepare_policy
+        from prover.policy import starting_policy
 
         cfg, resume = self.cfg, self.resume
         apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
@@ -172,7 +172,7 @@ class Trainer:
         self.ranks.barrier()
         self.make_env = lambda: make_configured_env(cfg.env)
         lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
-        policy_dir = ckpt if ckpt and not lora else prepare_policy(cfg, self.run, self.make_env, self.report)
+        policy_dir = ckpt if ckpt and not lora else starting_policy(cfg, self.run, self.make_env, self.report)
         self.policy_dir = None if ckpt else policy_dir  # the starting policy, whose evaluation may be kept
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError
-from prover.run import read_jsonl
+from prover.files import read_jsonl
 from prover.svgchart import line_chart
 
 OBS_EXCERPT = 240  # characters of an observation shown before "more"

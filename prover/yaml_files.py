@@ -1,7 +1,7 @@
 """Reading a YAML file a user hands us: safe tags only, bounded in size, no key given twice, and no aliases
 that expand past a bound.
 
-``prover/config.py`` reads every config through ``read_yaml`` (a file) and ``load_yaml_text`` (an override's
+``prover/config_load.py`` reads every config through ``read_yaml`` (a file) and ``load_yaml_text`` (an override's
 value); each problem is one ConfigError naming the file. An alias (``*a``) is loaded as a shared reference,
 so nine levels of nine aliases load in microseconds, yet anything that walks the result (writing
 config.yaml, validating a free-form dict, printing it) meets 9**9 nodes and runs for hours; the size a document

@@ -10,37 +10,22 @@ weights after the update, gathered from the shards under FSDP).
 
 accelerate (1.16) never shards on CPU by itself: a CPU process is MULTI_CPU, which makes every
 ``fsdp_config`` plain DDP, and its DeepSpeed branch is skipped whenever ``cpu=True`` (which the learner
-passes without a GPU). ``shard_on_cpu`` sets accelerate's shared state up the way a GPU launch would,
+passes without a GPU). ``prover.distributed.shard_on_cpu`` sets accelerate's shared state up the way a GPU
+launch would,
 over gloo, so the learner's own ``Accelerator`` then runs accelerate's real FSDP2 or DeepSpeed path.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from prover.distributed import shard_on_cpu
+
 N_ROWS = 4
-
-
-def shard_on_cpu() -> None:
-    """Make accelerate use the launcher's FSDP or DeepSpeed config in CPU processes (see the docstring);
-    nothing in a plain process."""
-    from accelerate import Accelerator
-    from accelerate.state import PartialState
-    from accelerate.utils import DistributedType
-
-    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
-        PartialState(cpu=True)  # a gloo process group, MULTI_CPU
-        # the FSDP plugin is attached only to a MULTI_GPU-like state; the device stays the CPU
-        PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
-    elif os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        # cpu=False reaches deepspeed.comm.init_distributed; gloo, since accelerate finds no device backend
-        PartialState(cpu=False, backend="gloo")
-        Accelerator(cpu=False)  # builds the shared DeepSpeed state; the learner's Accelerator reuses it
 
 
 def rows(rank: int, world: int):

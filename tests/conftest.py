@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+# TINY_RUN: settings that make a whole train run take seconds, kept beside the soak check that trains with them
+# too; tests import it from here
+from benchmarks.checks.tiny_run import TINY_RUN
+
 # litellm (pulled in by some judges) would otherwise fetch its model cost map over the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -90,16 +94,6 @@ def train_cfg():
 # =================================================================================================
 # Tiny end-to-end runs
 # =================================================================================================
-
-# Settings that make a whole train run take seconds: a very small model, few episodes, short turns.
-TINY_RUN = [
-    "model.tiny.vocab_size=400", "model.tiny.hidden_size=32", "model.tiny.num_layers=2", "model.tiny.num_heads=2",
-    "model.tiny.intermediate_size=64", "model.tiny.corpus_episodes=20",
-    "warmstart.episodes=12", "warmstart.epochs=1",
-    "rollout.groups_per_step=2", "rollout.group_size=3", "rollout.max_turns=6", "rollout.sampling.max_new_tokens=12",
-    "eval.episodes=4", "learner.mini_batch_rows=16", "learner.micro_batch_rows=16",
-]
-
 
 @pytest.fixture
 def tiny_run_overrides(tmp_path):

@@ -19,9 +19,11 @@ import pytest
 import torch
 
 import prover.learner
+import prover.learner_loss
 from prover.async_rollout import AheadBatches, StepBatches, WorkerSpec, make_batches
 from prover.branching import Brancher, BranchRequest, BranchResult
-from prover.config import LearnerConfig, TrainConfig, load_config
+from prover.config import LearnerConfig, TrainConfig
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer, ProVerConfig
 from prover.engines.hf import HFEngine
@@ -154,13 +156,13 @@ def test_the_ppo_ratio_is_taken_against_the_recorded_sampling_logprobs(tiny_poli
     turn.logprobs = list(now - offsets)
     batch.groups[0].trajectories[0].turns = [turn]  # one row
     seen = []
-    real = prover.learner.ppo_token_loss
+    real = prover.learner_loss.ppo_token_loss
 
     def spy(logp, old, adv, cfg):
         seen.append((logp.detach().clone(), old.detach().clone()))
         return real(logp, old, adv, cfg)
 
-    monkeypatch.setattr(prover.learner, "ppo_token_loss", spy)
+    monkeypatch.setattr(prover.learner_loss, "ppo_token_loss", spy)
     learner = prover.learner.Learner(tiny_policy_dir, LearnerConfig(lr=1e-6), max_completion_tokens=8)
     adv = Advantages([[[np.ones(turn.n_tokens, np.float32)]]])
     learner.update(batch, adv)

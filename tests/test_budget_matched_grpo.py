@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.budget_matched_grpo import BudgetMatchedConfig, BudgetMatchedGRPO
 from prover.errors import ConfigError
 

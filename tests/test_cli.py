@@ -163,7 +163,7 @@ def test_main_returns_2_and_prints_one_error_line(capsys, tmp_path, monkeypatch,
 def test_a_config_error_keeps_its_cause_which_the_cli_leaves_out(tmp_path):
     import yaml
 
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.errors import ConfigError
 
     (tmp_path / "bad.yaml").write_text(NOT_YAML)

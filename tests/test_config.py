@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from prover.config import CreditConfig, JudgeConfig, TrainConfig, load_config, parse_override
+from prover.config import CreditConfig, JudgeConfig, TrainConfig
+from prover.config_load import load_config, parse_override
 from prover.config_text import field_help
 from prover.credit.grpo import GRPOConfig
 from prover.envs import TextEnv
@@ -165,8 +166,10 @@ def test_a_merge_key_brings_the_anchors_keys_and_the_mapping_may_override_them(t
     assert "key 'y' is given twice" in config_error(path=path)
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("bench*.yaml")),
-                         ids=lambda p: p.name)
+BENCH_CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(BENCH_CONFIGS.glob("bench*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_bench_file_loads(path):
     from prover.bench.config import load_bench_config
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.judges import make_judge, validate_segment
 from prover.judges.contrast import ContrastJudge, ContrastSettings, TextContrastJudge, TextContrastSettings

@@ -12,7 +12,7 @@ import pytest
 
 from openai_server import ScriptedServer, status, text_reply
 from prover.chat import LiteLLMSettings
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.criticsearch import CriticSearch, CriticSearchConfig, critic_prompt, read_labels, turn_credit
 from prover.credit.grpo import GRPO

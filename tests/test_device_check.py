@@ -1,4 +1,4 @@
-"""benchmarks/device_check.sh, the GPU machine's check, run here with --cpu at toy sizes: every stage trains
+"""benchmarks/checks/device_check.sh, the GPU machine's check, run here with --cpu at toy sizes: every stage trains
 and the JSON holds the numbers the GPU run reports."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.slow  # three `prover train` processes, one under accelerate launch
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "device_check.sh"
+SCRIPT = ROOT / "benchmarks" / "checks" / "device_check.sh"
 STAGE_KEYS = {"ok", "wall_s", "peak_gpu_mib", "command", "steps", "rollout_tokens", "rollout_tokens_per_s",
               "rollout_tokens_per_s_warm", "learner_tokens_per_s_warm", "learner_rows_per_step",
               "learner_s_per_step_warm", "sync_s_per_step_warm", "step_s_warm", "grad_norm_last"}

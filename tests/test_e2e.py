@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import prover.registry
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.judges.random_judge import RandomJudge
 from prover.trainer import Trainer
 

@@ -91,7 +91,8 @@ def test_prover_exports_the_four_factories() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["prover", "prover.engines.sglang", "prover.policy", "prover.config"])
+@pytest.mark.parametrize("module", ["prover", "prover.engines.sglang", "prover.policy", "prover.config",
+                                    "prover.config_load"])
 def test_module_loads_without_torch(module: str) -> None:
     code = f"import sys, {module}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -207,7 +207,7 @@ def test_chat_rollouts_branches_and_evaluations_are_the_same_with_the_prefix_cac
     """At temperature 0 the engine's prefix cache changes no token: rollouts, the Brancher's continuations
     and an evaluation in a chat context, against an engine that reuses nothing (weights redrawn sharp, as in
     test_engine_kv_cache, so that a wrong or stale column would change the output)."""
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.trainer import evaluate_policy
 
     cfg = load_config(None, ["env.name=pivot-sim", "eval.episodes=4", "eval.temperature=0", "rollout.context=chat"])

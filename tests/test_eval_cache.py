@@ -11,7 +11,7 @@ import pytest
 
 import prover.trainer
 from conftest import TINY_RUN
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.eval_cache import EvalCache, eval_key
 from prover.trainer import Trainer
 

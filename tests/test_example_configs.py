@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prover.config import load_config
+from prover.config_load import load_config
 
 CONFIGS = sorted((Path(__file__).parent.parent / "examples" / "configs").glob("*.yaml"))
 

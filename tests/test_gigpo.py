@@ -172,3 +172,40 @@ def test_trajectory_statistics_use_the_unpenalised_trajectory_score(make_batch):
     lost = make_batch([[(False, 2, [True, False]), (False, 1, None)]])
     zero = GiGPO(GiGPOConfig(mode="mean_std_norm", episode_stats="trajectory")).assign(lost, ctx)
     assert per_turn(zero) == [0.0] * 3
+
+
+def test_anchor_group_metrics_of_the_worked_batch():
+    # o0 is shared by A and B; o1, o2, o3 are one turn each: 4 groups of 5 turns, 3 of them singletons
+    adv = GiGPO(GiGPOConfig()).assign(worked_batch(), CreditContext(TrainConfig()))
+    assert adv.metrics == {"credit/anchor_groups": 4.0, "credit/anchor_group_size": 5 / 4,
+                           "credit/singleton_anchor_share": 3 / 4}
+
+
+def test_anchor_groups_never_span_task_groups_in_the_metrics():
+    # the same states in two tasks' groups are two anchor groups each: (o0 x2, o1) per task -> 4 groups of 6 turns
+    groups = [Group(t, [traj(f"{t}A", ["o0", "o1"], True), traj(f"{t}B", ["o0"], False)]) for t in ("t1", "t2")]
+    adv = GiGPO(GiGPOConfig()).assign(Batch(groups), CreditContext(TrainConfig()))
+    assert adv.metrics == {"credit/anchor_groups": 4.0, "credit/anchor_group_size": 6 / 4,
+                           "credit/singleton_anchor_share": 2 / 4}
+
+
+def test_a_history_key_makes_almost_every_anchor_group_a_singleton():
+    # a key that is the history so far (GymnasiumTextEnv's) is shared only by the opening turns: with
+    # 4 episodes of 5 turns that part after turn 0, there are 1 + 4 x 4 = 17 groups, 16 of them singletons
+    trajs = [traj(name, ["start"] + [f"{name}{k}" for k in range(1, 5)], name == "A") for name in "ABCD"]
+    adv = GiGPO(GiGPOConfig()).assign(Batch([Group("t", trajs)]), CreditContext(TrainConfig()))
+    assert adv.metrics["credit/anchor_groups"] == 17.0
+    assert adv.metrics["credit/singleton_anchor_share"] == 16 / 17
+
+
+def test_groups_jsonl_shows_each_turns_state_key():
+    from prover.samples import KEY_CHARS, saved_groups
+
+    batch = worked_batch()
+    batch.groups[0].trajectories[1].turns[1].state_key = 7  # a number stays a number
+    batch.groups[0].trajectories[0].turns[2].state_key = "x" * (KEY_CHARS + 5)  # a long str is cut
+    adv = GiGPO(GiGPOConfig()).assign(batch, CreditContext(TrainConfig()))
+    [rec] = saved_groups(batch, adv, step=1, n=1)
+    keys = [[t["state_key"] for t in tr["turns"]] for tr in rec["trajectories"]]
+    # A's and B's first turns print alike: the one shared anchor group of the worked batch
+    assert keys == [["('s', 'o0')", "('s', 'o1')", "x" * KEY_CHARS], ["('s', 'o0')", 7]]

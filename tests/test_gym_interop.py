@@ -21,10 +21,10 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from conftest import TINY_RUN
 from prover.cli import main
-from prover.config import check_parts_fit, load_config
+from prover.config_load import check_parts_fit, load_config
 from prover.envs import check_env, make_env
 from prover.envs.gym import GymnasiumTextEnv, gymnasium_ids, register_gymnasium_envs
-from prover.errors import CapabilityError, ConfigError
+from prover.errors import CapabilityError, ConfigError, ContractError
 from prover.registry import ENVS
 
 CHARSET = string.ascii_letters + string.digits + " .,'-"
@@ -256,11 +256,66 @@ def test_check_env_command(capsys):
     assert capsys.readouterr().out.strip() == "gymnasium-deterministic: passes the env contract (17 checks)"
 
 
+# -- observations that are not text, envs registered on import ----------------------------------------
+def test_an_id_registered_on_import_is_found_as_module_colon_id():
+    """As MiniGrid's: ``prover-test/DictCorridor-v0`` exists once ``gym_obs_envs`` is imported. Unregistered
+    and unimported here, the bare id fails with the hint; ``module:id`` imports the module and works."""
+    sys.modules.pop("gym_obs_envs", None)
+    gymnasium.registry.pop("prover-test/DictCorridor-v0", None)
+    with pytest.raises(ConfigError) as err:
+        make_env("gymnasium", id="prover-test/DictCorridor-v0")
+    line = str(err.value)
+    assert "env.kwargs.id=<module>:prover-test/DictCorridor-v0" in line and "\n" not in line
+    assert "gym_obs_envs" not in sys.modules  # (importing the obs_to_text module would register the id too)
+    env = make_env("gymnasium-deterministic", id="gym_obs_envs:prover-test/DictCorridor-v0",
+                   obs_to_text="gym_obs_envs:corridor_text")
+    obs, info = env.reset(seed=4)  # goal 3 + 4 % 3 = 4
+    assert obs == "You are in cell 0 of 0-5; reach the goal cell: cell 4."
+    assert (info["task"], info["admissible_actions"]) == (obs, ["back", "forward"])
+    assert env.step("forward")[:4] == ("You are in cell 1 of 0-5; reach the goal cell: cell 4.", 0.0, False, False)
+    for _ in range(2):
+        env.step("forward")
+    assert env.step("forward")[1:3] == (1.0, True)
+    assert check_env(env) == 16  # the contract holds on the text the hook writes, snapshots included
+
+
+def test_an_array_observation_through_obs_to_text_matches_the_raw_env():
+    from gym_obs_envs import cartpole_text
+
+    raw = gymnasium.make("CartPole-v1")
+    first = raw.reset(seed=3)[0]
+    seen = [raw.step(a)[0] for a in (0, 1, 1)]
+    env = make_env("gymnasium", id="CartPole-v1", obs_to_text="gym_obs_envs:cartpole_text")
+    obs, info = env.reset(seed=3)
+    assert obs == cartpole_text(first, raw) and info["admissible_actions"] == ["0", "1"]
+    assert obs.startswith("cart ") and obs.count("+") + obs.count("-") == 4  # four signed numbers, not repr
+    assert [env.step(a)[0] for a in ("0", "1", "1")] == [cartpole_text(o, raw) for o in seen]
+
+
+@pytest.mark.parametrize("hook, words", [
+    ("gym_obs_envs", "is not of the form module:function"),
+    ("gym_obs_envs:no_such_function", "does not load: AttributeError"),
+    ("no_such_module_here:f", "does not load: ModuleNotFoundError"),
+    ("gym_obs_envs:NOT_A_FUNCTION", "is a int, not a function"),
+])
+def test_a_bad_obs_to_text_is_one_line(hook, words):
+    with pytest.raises(ConfigError) as err:
+        make_env("gymnasium", id="CartPole-v1", obs_to_text=hook)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_obs_to_text_must_return_text():
+    env = make_env("gymnasium", id="CartPole-v1", obs_to_text="gym_obs_envs:not_text")
+    with pytest.raises(ContractError, match="returned a list .* it must return a str"):
+        env.reset(seed=0)
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"id": "NoSuchEnv-v0"}, "cannot make Gymnasium env 'NoSuchEnv-v0'"),
+    ({"id": "NoSuchEnv-v0"}, "name the package too: env.kwargs.id=<module>:NoSuchEnv-v0"),
     ({"id": "no_such_module:Foo-v0"}, "No module named 'no_such_module'"),
     ({}, "id"),
-    ({"id": "CartPole-v1"}, "needs text ones"),
+    ({"id": "CartPole-v1"}, "needs text ones (a Text space), or env.kwargs.obs_to_text=<module>:<function>"),
     ({"id": WINDY, "action_kind": "box"}, "only Text and Discrete"),
     ({"id": WINDY, "colour": "red"}, "rejected its arguments ['colour']"),
 ])

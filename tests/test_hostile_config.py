@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.seeding import RUN_SEED_MAX
 from prover.yaml_files import MAX_EXPANDED_NODES

@@ -1,11 +1,16 @@
-"""The arrows that must never exist between prover's rooms (../shared/DESIGN.md, "Arrows that must never
+"""The arrows that must never exist between prover's rooms (docs/architecture.md, "Arrows that must never
 exist"), checked on the source with ``ast``: every ``import x`` and ``from x import y`` anywhere in a file
 (module level, inside functions, under ``TYPE_CHECKING``: a dependency is a dependency), relative imports
 resolved, plus ``importlib.import_module("...")`` with a literal name.
 
-Each rule is one named case. A known violation that another issue removes goes on its case as
-``marks=pytest.mark.xfail(strict=True, reason=...)``: strict, so that the day it is fixed the mark fails
-and must come off.
+Each rule is one named case; docs/architecture.md names the same cases, and
+``test_the_architecture_page_names_the_rules_this_file_enforces`` keeps the two lists equal. A known
+violation that another issue removes goes on its case as ``marks=pytest.mark.xfail(strict=True,
+reason=...)``: strict, so that the day it is fixed the mark fails and must come off.
+
+Besides the named rules, two shapes of the whole graph: no import circle (``import_circles`` takes any
+package root, so benchmarks/ can be held to it as well), and every import points down the floors of
+``FLOORS`` or stays on its own floor (``upward_imports``); the floors are the table of docs/architecture.md.
 
 ``prover.judges.health`` counts as judge contract, beside ``base``: it reads only contract data (a
 judge's ``JudgeUsage`` and ``JudgeResult``, and ``max_failed_steps``, a field every judge has) and
@@ -16,12 +21,15 @@ decides what the framework does when any judge keeps failing; it builds or knows
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PROVER = Path(__file__).resolve().parents[1] / "prover"
+REPO = Path(__file__).resolve().parents[1]
+PROVER = REPO / "prover"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
 ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.sglang*", "prover.engines.tiny")
 
@@ -94,20 +102,194 @@ def violations(rule: Rule, root: Path = PROVER) -> list[str]:
     return out
 
 
+PARTS = ("prover.envs", "prover.engines", "prover.credit", "prover.judges", "prover.retrieval")
+CONFIG_LOADING = ("prover.config_load", "prover.config_checks", "prover.config_text", "prover.config_overrides")
+
 RULES = [
     pytest.param(Rule(("prover.credit",), ("prover.judges",), JUDGE_CONTRACT),
                  id="credit-imports-only-judge-contract"),
     pytest.param(Rule(JUDGE_CONTRACT, ("prover.judges",), JUDGE_CONTRACT),
                  id="judge-contract-imports-no-judge-implementation"),
+    pytest.param(Rule(("prover.envs",), ("prover.credit", "prover.engines", "prover.learner")),
+                 id="envs-import-no-credit-engines-or-learner"),
     pytest.param(Rule(("prover.engines",), ("prover.envs", "prover.rollout")),
                  id="engines-import-no-envs-or-rollout"),
     pytest.param(Rule(("prover.learner",), ENGINE_IMPLEMENTATIONS),
                  id="learner-imports-no-engine-implementation"),
     pytest.param(Rule(("prover.policy",), ENGINE_IMPLEMENTATIONS),
                  id="policy-imports-no-engine-implementation"),
-    pytest.param(Rule(("prover.config", "prover.config_checks"), ENGINE_IMPLEMENTATIONS),
+    pytest.param(Rule(("prover.config", *CONFIG_LOADING), ENGINE_IMPLEMENTATIONS),
                  id="config-imports-no-engine-implementation"),
+    pytest.param(Rule(("prover.config",), ("prover.registry", "prover.plugin_config", *PARTS, *CONFIG_LOADING)),
+                 id="config-schema-imports-no-registry-plugin-or-env"),
+    pytest.param(Rule(("prover.registry",), PARTS), id="registry-imports-nothing-behind-its-names"),
 ]
+# The whole-graph checks below, named as docs/architecture.md names them beside RULES.
+GRAPH_CHECKS = ("no-import-circles", "imports-point-down-the-floors")
+
+# The floors of the house, lowest first (docs/architecture.md, "Floors", is the same table): a module may
+# import from its own floor and the floors below, never from one above. A name covers the modules inside it;
+# the root package ``prover`` (the lazy public API) covers itself alone, so a new module must be placed here.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground", ("prover.errors", "prover.types", "prover.strict_numbers", "prover.yaml_files", "prover.files",
+                "prover.seeding", "prover.stopping", "prover.httpio", "prover.padding", "prover.progress",
+                "prover.svgchart", "prover.distributed", "prover.episode_chat")),
+    ("schema", ("prover.config",)),
+    ("registry", ("prover.registry", "prover.plugin_config", "prover.config_text", "prover.config_overrides")),
+    ("parts", ("prover.envs", "prover.engines", "prover.modeling", "prover.retrieval", "prover.chat",
+               "prover.judges", "prover.turn_prompts", "prover.learner_rows",
+               "prover.learner_loss", "prover.lora")),
+    ("records", ("prover.checkpoint_state", "prover.trackers", "prover.samples")),
+    ("run folder", ("prover.run",)),
+    ("machinery", ("prover.rollout", "prover.async_rollout", "prover.branching", "prover.credit",
+                   "prover.learner", "prover.truth")),
+    ("policy", ("prover.policy", "prover.eval_cache")),
+    ("assembly", ("prover.trainer", "prover.preflight", "prover.config_load", "prover.config_checks")),
+    ("commands", ("prover", "prover.cli", "prover.bench", "prover.view", "prover.serve", "prover.serve_checks",
+                  "prover.serve_env", "prover.openenv_bridge", "prover.scaffold", "prover.scaffold_templates")),
+]
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the same package tree it imports (any form, anywhere in the file), for the
+    package at ``root`` (``prover/``, or ``benchmarks/``): imports from outside the tree are left out."""
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    graph = {}
+    for path in paths:
+        importer = module_name(path, root)
+        found = imported_modules(path.read_text(), importer, path.name == "__init__.py", modules)
+        graph[importer] = {name for name in found if name in modules and name != importer}
+    return graph
+
+
+def import_circles(root: Path) -> list[list[str]]:
+    """Each import circle of the package at ``root``: the modules of one strongly connected component of
+    its import graph (Tarjan's algorithm, iteratively), as ``a -> b`` lines for every import inside it."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None and target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                work.append((target, iter(sorted(graph[target]))))
+            elif target is not None:
+                if target in stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = set(stack[stack.index(node):])
+                    del stack[stack.index(node):]
+                    if len(members) > 1:
+                        circles.append([f"{a} -> {b}" for a in sorted(members) for b in sorted(graph[a] & members)])
+    return circles
+
+
+def floor_of(name: str, floors: list[tuple[str, tuple[str, ...]]] = FLOORS) -> int | None:
+    """The index in ``floors`` of the most specific name that covers module ``name``; None if none does.
+    A floor's name covers the modules inside it, except the root package, which covers itself alone."""
+    best: tuple[int, int] | None = None
+    for i, (_, names) in enumerate(floors):
+        for room in names:
+            covers = name == room or ("." in room and name.startswith(room + "."))
+            if covers and (best is None or len(room) > best[0]):
+                best = (len(room), i)
+    return None if best is None else best[1]
+
+
+def upward_imports(root: Path = PROVER, floors: list[tuple[str, tuple[str, ...]]] = FLOORS) -> list[str]:
+    """``importer (floor) -> imported (floor)`` for every import that points from a lower floor up."""
+    out = []
+    for importer, imported in sorted(import_graph(root).items()):
+        for name in sorted(imported):
+            low, high = floor_of(importer, floors), floor_of(name, floors)
+            if low is not None and high is not None and high > low:
+                out.append(f"{importer} ({floors[low][0]}) -> {name} ({floors[high][0]})")
+    return out
+
+
+def test_no_import_circle_among_prover_modules() -> None:
+    circles = import_circles(PROVER)
+    assert not circles, f"{len(circles)} import circles:\n" + "\n\n".join("\n".join(c) for c in circles)
+
+
+def test_every_prover_module_stands_on_one_floor() -> None:
+    unplaced = sorted(m for m in import_graph(PROVER) if floor_of(m) is None)
+    assert not unplaced, "modules on no floor (add them to FLOORS and docs/architecture.md):\n" + "\n".join(unplaced)
+
+
+def test_imports_point_down_the_floors() -> None:
+    found = upward_imports()
+    assert not found, f"{len(found)} imports point from a lower floor up:\n" + "\n".join(found)
+
+
+def architecture_section(title: str, text: str | None = None) -> str:
+    """The text of the ``## title`` section of docs/architecture.md, up to the next ``## `` heading."""
+    text = ARCHITECTURE.read_text() if text is None else text
+    found = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert found, f"docs/architecture.md has no section '## {title}'"
+    return found.group(1)
+
+
+def documented_arrows(text: str | None = None) -> list[str]:
+    """The case names the page lists under "Arrows that must never exist", one ``- `name`: ...`` line each."""
+    return re.findall(r"^- `([a-z0-9-]+)`", architecture_section("Arrows that must never exist", text), re.M)
+
+
+def documented_floors(text: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """The page's floors table, lowest first: ``| n | name | `module`, `module` ... |`` rows."""
+    rows = re.findall(r"^\| *\d+ *\| *([a-z ]+?) *\|(.*)\|$", architecture_section("Floors", text), re.M)
+    return [(name, tuple(re.findall(r"`([a-z_.]+)`", rooms))) for name, rooms in rows]
+
+
+def test_the_architecture_page_names_the_rules_this_file_enforces() -> None:
+    assert documented_arrows() == [p.id for p in RULES] + list(GRAPH_CHECKS)
+
+
+def test_the_architecture_page_shows_the_floors_this_file_enforces() -> None:
+    assert documented_floors() == FLOORS
+
+
+def test_the_page_parsers_read_what_they_are_given() -> None:
+    page = ("# t\n## Arrows that must never exist\n- `a-rule`: words `x`\n  - `not-a-case`\n- `b`: y\n"
+            "## Floors\n| floor | name | rooms |\n|---|---|---|\n| 1 | ground | `prover.a`, `prover.b` |\n"
+            "| 2 | run folder | `prover.run` (and its lock) |\n## Next\n- `c`: z\n")
+    assert documented_arrows(page) == ["a-rule", "b"]
+    assert documented_floors(page) == [("ground", ("prover.a", "prover.b")), ("run folder", ("prover.run",))]
+
+
+def test_circles_and_upward_imports_are_found(tmp_path: Path) -> None:
+    """A fake package with a two-module circle, a three-module circle through a function-level relative
+    import and a TYPE_CHECKING one, an upward import, and a module importing itself (no circle)."""
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    for name, text in {"__init__.py": "", "sub/__init__.py": "",
+                       "a.py": "import pkg.b\n", "b.py": "def f():\n    from . import a\n",
+                       "c.py": "from pkg.sub import d\n",
+                       "sub/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..e import X\n",
+                       "e.py": "import importlib\nimportlib.import_module('pkg.c')\n",
+                       "low.py": "import pkg.low\nfrom pkg import high\n", "high.py": "import os\n"}.items():
+        (root / name).write_text(text)
+    assert import_circles(root) == [["pkg.a -> pkg.b", "pkg.b -> pkg.a"],
+                                    ["pkg.c -> pkg.sub.d", "pkg.e -> pkg.c", "pkg.sub.d -> pkg.e"]]
+    floors = [("low", ("pkg.low",)), ("high", ("pkg.high", "pkg"))]
+    assert upward_imports(root, floors) == ["pkg.low (low) -> pkg.high (high)"]
+    assert floor_of("pkg.anything", floors) is None  # the root package covers itself alone
+    assert floor_of("pkg", floors) == 1
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -159,3 +341,79 @@ def test_sglang_star_matches_every_sglang_module() -> None:
                                                            "prover.engines.hf", "prover.engines.tiny.build"))
     assert not any(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines", "prover.engines.base",
                                                                "prover.engines.hfx"))
+
+
+# -- benchmarks/: a package run with python -m from the repository root (benchmarks/README.md) --------------
+BENCHMARKS = PROVER.parent / "benchmarks"
+TEST_MODULES = tuple(sorted(p.stem for p in (PROVER.parent / "tests").glob("*.py")))  # conftest, test_x, ...
+
+
+def benchmarks_imports(root: Path = BENCHMARKS, test_modules: tuple[str, ...] = TEST_MODULES
+                       ) -> tuple[dict[str, set[str]], list[str]]:
+    """The import graph among ``root``'s own modules, and what breaks its rules: an import of a module of
+    tests/ (by its top-level name, as ``sys.path.insert(0, "tests")`` would allow, or as ``tests.x``) and any
+    ``sys.path`` edit (the package imports as ``benchmarks.x`` from the root, nothing else)."""
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    graph: dict[str, set[str]] = {}
+    broken = []
+    for path in paths:
+        importer, source = module_name(path, root), path.read_text()
+        found = imported_modules(source, importer, path.name == "__init__.py", modules)
+        graph[importer] = {m for m in found if m in modules and m != importer}
+        broken += [f"{importer} -> {m} (tests/)" for m in sorted(found)
+                   if m.split(".")[0] == "tests" or m.split(".")[0] in test_modules]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and ast.unparse(node).startswith("sys.path."):
+                broken.append(f"{importer}:{node.lineno} edits sys.path")
+    return graph, broken
+
+
+def first_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` as ``[a, b, ..., a]``, or ``[]`` when there is none (depth-first search;
+    a module met again while still on the path closes a circle)."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return []
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if cycle := visit(nxt):
+                return cycle
+        path.pop()
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        if cycle := visit(start):
+            return cycle
+    return []
+
+
+def test_benchmarks_have_no_import_circle_and_import_nothing_from_tests() -> None:
+    graph, broken = benchmarks_imports()
+    assert "benchmarks.perf.page" in graph and graph["benchmarks.perf.run"], "benchmarks/ was not read"
+    assert not broken, "benchmarks/ must not import tests/ or edit sys.path:\n" + "\n".join(broken)
+    cycle = first_cycle(graph)
+    assert not cycle, "import circle in benchmarks/: " + " -> ".join(cycle)
+
+
+def test_benchmarks_rules_see_a_circle_a_tests_import_and_a_path_edit(tmp_path: Path) -> None:
+    root = tmp_path / "benchmarks"
+    (root / "perf").mkdir(parents=True)
+    for name in ("__init__.py", "perf/__init__.py", "perf/page.py"):
+        (root / name).write_text("")
+    (root / "perf" / "a.py").write_text("def f():\n    from benchmarks.perf import b\n")
+    (root / "perf" / "b.py").write_text("from .c import x\nfrom benchmarks.perf import page\n")
+    (root / "perf" / "c.py").write_text("import benchmarks.perf.a\nimport sys\nsys.path.insert(0, 'tests')\n"
+                                        "from conftest import TINY_RUN\nfrom tests.helpers import y\n")
+    graph, broken = benchmarks_imports(root, ("conftest",))
+    assert first_cycle(graph) == ["benchmarks.perf.a", "benchmarks.perf.b", "benchmarks.perf.c", "benchmarks.perf.a"]
+    assert sorted(broken) == ["benchmarks.perf.c -> conftest (tests/)", "benchmarks.perf.c -> tests.helpers (tests/)",
+                              "benchmarks.perf.c:3 edits sys.path"]
+    (root / "perf" / "c.py").write_text("")
+    assert first_cycle(benchmarks_imports(root, ())[0]) == []

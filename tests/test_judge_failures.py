@@ -21,7 +21,7 @@ from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer
 from prover.errors import JudgeError
 from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
-from prover.judges.health import FailureWatch
+from prover.judges.health import FailureWatch, judge_metrics, usage_metrics
 from prover.judges.tools import turn_text
 from prover.progress import judge_warning
 from prover.samples import saved_groups
@@ -115,6 +115,20 @@ def test_retries_and_lost_proposals_reach_the_metrics_and_groups(server, make_ba
 
 
 # -- bounded tool answers and rationales -----------------------------------------------------------
+
+def test_usage_metrics_name_every_count_a_judge_and_a_critic_log():
+    """One function turns a JudgeUsage into metrics for ProVer's judge and for the critic methods: each count
+    under its name, tokens as prompt plus completion."""
+    usage = JudgeUsage(calls=5, failed_calls=2, prompt_tokens=30, completion_tokens=12, dollars=0.5, tool_calls=3,
+                       repairs=1, errors=4, cached_calls=6, cached_dollars=0.25, retries=7,
+                       errors_by_kind={"timeout": 3, "http_401": 1})
+    cost = {"cost/judge_tokens": 42.0, "cost/judge_dollars": 0.5, "cost/judge_cached_dollars": 0.25}
+    assert usage_metrics(usage, "credit/critic_") == {**cost, "credit/critic_calls": 5.0, "credit/critic_errors": 4.0,
+                                                      "credit/critic_cached_calls": 6.0}
+    assert judge_metrics(usage) == {**cost, "judge/calls": 5.0, "judge/errors": 4.0, "judge/cached_calls": 6.0,
+                                    "judge/failed_calls": 2.0, "judge/repairs": 1.0, "judge/tool_calls": 3.0,
+                                    "judge/retries": 7.0, "judge/errors/http_401": 1.0, "judge/errors/timeout": 3.0}
+
 
 def test_a_huge_tool_answer_is_cut_and_so_is_what_the_cache_keys(server, tmp_path, monkeypatch):
     keyed = []  # (messages as they were then, key) of every cache lookup; the judge appends to the list later

@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner import kl_penalty, length_batches, ppo_token_loss, rows_from, token_weights
+from prover.learner import length_batches, rows_from
+from prover.learner_loss import kl_penalty, ppo_token_loss, token_losses
+from prover.learner_rows import Row, token_weights
 from prover.types import Advantages
 
 
@@ -168,6 +170,33 @@ def test_gradient_is_zero_where_clipped_and_minus_a_rho_inside():
     loss, _ = ppo_token_loss(logp, t([0.0, 0.0]), t([2.0, 2.0]), LearnerConfig())
     loss.sum().backward()
     assert logp.grad.tolist() == [pytest.approx(-2.0 * 1.1, rel=1e-5), 0.0]
+
+
+# -- token_losses: one micro-batch's terms and loss ------------------------------------------------
+
+def test_a_micro_batch_loss_by_hand():
+    """Two vocabulary entries with equal logits: logp = log 1/2 and entropy log 2 at every position. One row
+    whose two completion tokens sit in the last two of three columns (the first is prompt, not trained):
+    token 1 has ratio 1 and A = 1 (L = -1); token 2 ratio 1.5 and A = 2 (L = max(-3, -2 * 1.2) = -2.4,
+    clipped). Each weighs 1/2. The reference gives log 1/4, so k1's KL is log 2 per token."""
+    half = math.log(0.5)
+    row = Row([1], [2, 3], np.array([half, half - math.log(1.5)], np.float32), np.array([1.0, 2.0], np.float32),
+              np.ones(2, np.float32))
+    logits, targets = torch.zeros(1, 3, 2), torch.tensor([[0, 1, 0]])
+    logits[0, 0, 1] = -math.inf  # the prompt column's entropy is NaN (0 * -inf): untrained, it must add nothing
+    trained = torch.tensor([[False, True, True]])
+    cfg = LearnerConfig(entropy_coef=0.1, kl_coef=0.2, kl_type="k1")
+    losses = token_losses(logits, targets, trained, [row], [np.array([0.5, 0.5], np.float32)], cfg,
+                          torch.full((1, 3), math.log(0.25)))
+    sums = losses.sums()
+    assert sums["pg_loss"] == pytest.approx(0.5 * -1 + 0.5 * -2.4, rel=1e-6)
+    assert sums["clipfrac"] == pytest.approx(0.5)
+    assert sums["entropy"] == pytest.approx(math.log(2), rel=1e-6)
+    assert sums["kl"] == pytest.approx(math.log(2), rel=1e-6)
+    assert sums["ppo_kl"] == pytest.approx(0.5 * -math.log(1.5), rel=1e-5)  # (old - logp) weighted
+    assert float(losses.loss(cfg)) == pytest.approx(-1.7 - 0.1 * math.log(2) + 0.2 * math.log(2), rel=1e-6)
+    plain = LearnerConfig()  # no entropy bonus, no KL: the loss is the PPO term alone
+    assert float(losses.loss(plain)) == pytest.approx(-1.7, rel=1e-6)
 
 
 # -- kl_penalty -------------------------------------------------------------------------------------

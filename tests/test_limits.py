@@ -1,18 +1,15 @@
-"""The limits table of docs/perf.md: benchmarks/flops.py's FLOPs of forward calls by hand, the meter's split
+"""The limits table of docs/perf.md: benchmarks/perf/flops.py's FLOPs of forward calls by hand, the meter's split
 into prefill, decode (less rows that had stopped) and training passes, and the page as its saved results
 render it."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-flops = pytest.importorskip("flops")
+from benchmarks.perf import flops
 
 CONFIG = SimpleNamespace(hidden_size=4, num_hidden_layers=1, intermediate_size=8, num_attention_heads=2,
                          num_key_value_heads=1, head_dim=2, vocab_size=10)
@@ -77,10 +74,22 @@ def test_the_meter_splits_prefill_decode_and_training_and_leaves_out_stopped_row
 
 
 def test_the_perf_page_is_what_its_saved_results_render_to():
-    from perf import PAGE, saved_results
-
-    from perf_page import render
+    from benchmarks.perf.page import PAGE, render
+    from benchmarks.perf.results import saved_results
 
     saved = saved_results()
     assert {"limits", "recipes", "async"} <= set(saved)
-    assert render(saved) == PAGE.read_text(), "rerun `python benchmarks/perf.py --render`"
+    assert render(saved) == PAGE.read_text(), "rerun `python -m benchmarks.perf.page --render`"
+
+
+def test_only_the_page_module_writes_docs_perf_md():
+    """One writer of docs/perf.md (benchmarks.perf.page): a module that measured a section and redrew the page
+    from only some of the saved results dropped the others' sections (limits.py did, before the package)."""
+    from benchmarks.perf import page
+
+    root = Path(page.__file__).resolve().parents[1]
+    others = [p for p in sorted(root.rglob("*.py")) if p != Path(page.__file__).resolve()]
+    assert len(others) > 20, "benchmarks/ was not read"
+    writers = [str(p.relative_to(root)) for p in others
+               if '"perf.md"' in p.read_text() or "PAGE.write" in p.read_text()]
+    assert not writers, f"only benchmarks/perf/page.py may write docs/perf.md: {writers}"

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from prover.cli import main
-from prover.config import LearnerConfig, LoraConfig, TrainConfig, load_config
+from prover.config import LearnerConfig, LoraConfig, TrainConfig
+from prover.config_load import load_config
 from prover.config_text import field_help
 from prover.errors import ConfigError
 from prover.types import Advantages, SamplingParams

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import TINY_RUN
 from prover.cli import main
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import RunFolderError
 from prover.run import RunDir
 

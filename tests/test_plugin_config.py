@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from conftest import TINY_RUN
 from prover.cli import main
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.config_text import field_help
 from prover.errors import ConfigError, validation_line
 from prover.plugin_config import Configurable

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import TINY_RUN
 from prover.cli import main
-from prover.config import WarmStartConfig, load_config
+from prover.config import WarmStartConfig
+from prover.config_load import load_config
 from prover.envs import TextEnv
 from prover.errors import ConfigError
 

@@ -15,7 +15,7 @@ import pytest
 import prover.policy
 import prover.policy.tiny
 from conftest import TINY_RUN
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.envs import make_env
 from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, warmstart_key
 from prover.progress import Reporter
@@ -91,7 +91,7 @@ def test_a_copied_models_folder_is_reused_in_a_new_run_folder(tmp_path, monkeypa
         pytest.fail("rebuilt what the copied models/ folder holds")
 
     monkeypatch.setattr(prover.policy, "warm_start", never)
-    monkeypatch.setattr(prover.policy.tiny, "build_tiny_policy", never)
+    monkeypatch.setattr(prover.policy, "build_tiny_policy", never)
     again = _prepare(tmp_path / "elsewhere" / "run-b")
     assert again == tmp_path / "elsewhere" / "run-b" / "models" / first.name
     assert (again.parent / DIGESTS_FILE).is_file()

@@ -25,3 +25,16 @@ def test_a_step_with_no_rows_warns_and_one_with_rows_does_not():
     assert no_rows_warning(RECORD) == ""  # a record without a learner (eval-only runs) is not a warning
     assert "step 3 trained no rows" in _printed({**RECORD, "learner/rows": 0.0})
     assert "no rows" not in _printed({**RECORD, "learner/rows": 2.0})
+
+
+def test_nearly_all_singleton_anchor_groups_warn_once_per_run():
+    out = io.StringIO()
+    report = Reporter(Console(file=out, width=400))
+    report.step_line({**RECORD, "credit/singleton_anchor_share": 0.89}, 5)  # under 90%: no line
+    assert "anchor groups" not in out.getvalue()
+    for step, share in ((4, 0.9), (5, 0.97)):  # 90% warns; the next step, higher still, does not again
+        report.step_line({**RECORD, "step": step, "credit/singleton_anchor_share": share}, 5)
+    lines = [line for line in out.getvalue().splitlines() if "anchor groups" in line]
+    assert len(lines) == 1 and lines[0].startswith("credit: 90% of step 4's GiGPO anchor groups are single turns")
+    assert "credit.anchor=observation" in lines[0]
+    assert "anchor groups" not in _printed(RECORD)  # methods other than GiGPO report no share

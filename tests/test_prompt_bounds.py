@@ -104,7 +104,7 @@ def test_the_prompt_budget(given, new, positions, budget):
 ])
 def test_sizes_past_the_models_positions_fail_when_the_config_loads(overrides, message, tmp_path, capsys):
     from prover.cli import main
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_config(overrides=overrides)
@@ -115,7 +115,7 @@ def test_sizes_past_the_models_positions_fail_when_the_config_loads(overrides, m
 
 
 def test_a_checkpoints_own_positions_bound_it(tmp_path):
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 512}}))
     with pytest.raises(ConfigError, match="more than the model's 512 positions"):
@@ -146,7 +146,7 @@ def tiny_engine(tiny_policy_dir):
 
 def test_a_megabyte_observation_is_cut_in_rollouts_branches_and_evaluation(tiny_engine):
     from prover.branching import Brancher, BranchRequest
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.trainer import build_rollout, evaluate_policy
 
     cfg = load_config(overrides=["rollout.max_turns=3", "rollout.sampling.max_new_tokens=8", "eval.episodes=2"])

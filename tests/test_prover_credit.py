@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prover.branching import BranchResult
-from prover.config import TrainConfig, load_config
+from prover.config import TrainConfig
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.grpo import GRPO, GRPOConfig
 from prover.credit.prover import ProVer, ProVerConfig

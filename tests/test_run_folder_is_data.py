@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from prover.checkpoint_state import load_state, save_state
+from prover.checkpoint_state import load_state, save_state, write_manifest
 from prover.cli import main
-from prover.run import write_manifest
 
 
 class _WritesAMarker:

@@ -210,7 +210,7 @@ def _groups(folder: Path) -> list[dict]:
 @pytest.mark.slow
 def test_an_env_that_raises_or_pays_nan_ends_its_episodes_as_failed_env_errors(tmp_path):
     from conftest import TINY_RUN
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.engines.hf import HFEngine
     from prover.envs import make_env
     from prover.rollout import Rollout
@@ -399,7 +399,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_sta
     line = _one_line(capsys)
     assert "could not write the checkpoint of step 2" in line and "the last checkpoint is intact" in line
     (disk / "filler").unlink()
-    from prover.run import checkpoint_problem
+    from prover.checkpoint_state import checkpoint_problem
 
     assert checkpoint_problem(folder / "checkpoints" / "step-1", verify_hashes=True) == ""
     assert not (folder / "checkpoints" / "step-2").exists()

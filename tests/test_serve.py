@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from prover.cli import main
-from prover.config import parse_override
+from prover.config_load import parse_override
 from prover.serve import ensure_venv, healthy
 
 # A stand-in for SGLang's launcher: FAKE_SGLANG=ok serves /health (after a short start-up), =exit dies at

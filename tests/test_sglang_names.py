@@ -9,7 +9,7 @@ that maps nowhere is dropped by SGLang with at most a log warning, leaving that 
 server while training goes on, which is why this is checked here rather than found on a GPU.
 
 prover's side is the learner's own ``policy_state_dict()`` (what ``DistributedSync.push`` sends) for
-models built from config with random weights, as benchmarks/device_check.py builds Qwen3.5."""
+models built from config with random weights, as benchmarks/checks/device_check.py builds Qwen3.5."""
 
 from __future__ import annotations
 

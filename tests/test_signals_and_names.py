@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from prover.checkpoint_state import checkpoint_problem
 from prover.cli import main
-from prover.run import RunDir, checkpoint_problem
+from prover.run import RunDir
 
 STOPPED = "prover: stopped by SIGTERM; the last checkpoint is intact (resume with --resume)"
 

@@ -162,7 +162,7 @@ def test_prover_comparison_preset_sets_eligible_whiten_and_mask():
 
 
 def test_a_field_set_by_the_user_wins_over_the_preset():
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     train = load_config(None, ["credit.name=spo-chain", "credit.preset=prover-comparison", "credit.whiten=false"])
     cfg = SPOChain.from_train_config(train).config
@@ -184,7 +184,7 @@ def test_the_branch_seed_follows_the_run_seed():
 
 
 def test_config_refuses_a_branching_method_on_an_env_that_cannot_snapshot():
-    from prover.config import load_config
+    from prover.config_load import load_config
     from prover.envs.base import TextEnv
     from prover.errors import CapabilityError
     from prover.registry import ENVS

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import prover.modeling as modeling
-from prover.config import TrainConfig, load_config
+from prover.config import TrainConfig
+from prover.config_load import load_config
 from prover.modeling import SMALL_WIDTH, apply_threads, default_threads
 
 
@@ -78,14 +79,37 @@ def test_train_applies_the_threads_before_it_builds_anything(record_threads, tmp
     import prover.policy
     from prover.trainer import Trainer
 
-    def no_policy(*args):  # the warm start applies them too: the trainer's own call must come first
+    def no_policy(*args):  # the trainer's own call must come before the policy is built or loaded
         raise AssertionError("prepare_policy ran before the trainer applied the threads")
 
     monkeypatch.setattr(prover.policy, "prepare_policy", no_policy)
+    monkeypatch.setattr(prover.policy, "starting_policy", no_policy)
     cfg = load_config(None, ["threads=2", f"run.dir={tmp_path / 'run'}"])
     with pytest.raises(Applied):
         Trainer(cfg)
     assert record_threads == [(2, "tiny", 128)]
+
+
+def test_train_applies_the_threads_once(tmp_path, monkeypatch):
+    """The trainer sets the threads itself (a resumed run loads its checkpoint without building a policy);
+    building the starting policy must not set them a second time."""
+    import prover.policy
+    from prover.trainer import Trainer
+
+    calls = []
+
+    class Built(Exception):
+        pass
+
+    def no_base(*args):
+        raise Built
+
+    monkeypatch.setattr(modeling, "apply_threads", lambda *args: calls.append(args) or 1)
+    monkeypatch.setattr(prover.policy, "apply_threads", lambda *args: calls.append(args) or 1)
+    monkeypatch.setattr(prover.policy, "base_policy", no_base)
+    with pytest.raises(Built):
+        Trainer(load_config(None, ["threads=2", f"run.dir={tmp_path / 'run'}"]))
+    assert calls == [(2, "tiny", 128)]
 
 
 def test_the_warm_start_applies_the_threads(record_threads, tmp_path):

@@ -414,7 +414,7 @@ def test_a_tracker_that_fails_is_dropped_with_one_note_and_the_others_go_on():
 
 
 def test_one_tracker_can_be_named_without_brackets():
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     assert load_config(None, ["run.report_to=tensorboard"]).run.report_to == ["tensorboard"]
     assert load_config(None, ["run.report_to=[tensorboard,wandb]"]).run.report_to == ["tensorboard", "wandb"]

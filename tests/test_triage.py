@@ -13,7 +13,7 @@ import pytest
 
 from openai_server import ScriptedServer, text_reply
 from prover.chat import ChatError, ChatModel, ChatReply, LiteLLMSettings
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.criticsearch import labels_schema
 from prover.credit.grpo import GRPO

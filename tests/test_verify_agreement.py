@@ -1,16 +1,14 @@
-"""benchmarks/verify_agreement.py replays recorded draws: each rule sees the reference's continuations in
+"""benchmarks/studies/verify_agreement.py replays recorded draws: each rule sees the reference's continuations in
 order, and its row is worked out here by hand from a two-proposal record."""
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-verify_agreement = pytest.importorskip("verify_agreement")
+from benchmarks.studies import verify_agreement
 
 
 def draws(wins: list[int]) -> list[list[int]]:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from prover.branching import BranchResult
-from prover.config import TrainConfig, load_config
+from prover.config import TrainConfig
+from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer, ProVerConfig
 from prover.judges.base import Judge

@@ -71,7 +71,7 @@ def test_item_codes_are_one_token_each_the_same_on_the_page_and_in_the_action():
 
 
 def test_the_tiny_recipe_uses_item_codes_on_many_catalogs():
-    from prover.config import load_config
+    from prover.config_load import load_config
 
     env = load_config(None, ["env.name=webshop-sim"]).env
     assert env.kwargs.get("codes") == "item" and env.kwargs.get("n_catalogs", 200) >= 100

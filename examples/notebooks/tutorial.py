@@ -50,7 +50,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 
 from prover import CREDIT, Trainer, make_env
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.progress import Reporter
 
@@ -306,5 +306,5 @@ print(f"\nthe whole notebook took {time.monotonic() - START:.0f} s")
 # 2 / 2^3 = 0.25, 32 evaluation episodes carry a standard error of up to 9 points each, and four steps at
 # this learning rate barely move the policy: whatever the verdict says, it is noise. The powered comparison
 # (10 paired seeds, 30 steps, hundreds of evaluation episodes, settings tuned on other seeds) is
-# `prover bench --config benchmarks/bench_pivot.yaml`, read in
+# `prover bench --config benchmarks/configs/bench_pivot.yaml`, read in
 # [docs/bench/pivot/](../../docs/bench/pivot/README.md).

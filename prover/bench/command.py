@@ -34,7 +34,7 @@ def _epilog() -> str:
 def add_parser(sub: Any) -> None:
     b = sub.add_parser("bench", help="train methods x envs x seeds; write the paper's tables and curves",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_epilog())
-    b.add_argument("--config", help="bench matrix YAML file (e.g. benchmarks/bench_default.yaml)")
+    b.add_argument("--config", help="bench matrix YAML file (e.g. benchmarks/configs/bench_default.yaml)")
     b.add_argument("--regen-only", action="store_true", help="train nothing: rebuild results.md, the CSV "
                    "files and the curves from the cells already finished")
     b.add_argument("--verbose", action="store_true", help="also print every cell's step lines and progress")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prover.config import read_tree
+from prover.config_load import read_tree
 from prover.errors import ConfigError, validation_line
 from prover.seeding import RunSeed
 from prover.strict_numbers import StrictNumbers

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from prover.bench.config import BenchConfig, MethodSpec, load_bench_config  # noqa: F401  (the matrix's API)
-from prover.config import TrainConfig, config_from_tree, warmstart_lr
+from prover.config import TrainConfig, warmstart_lr
+from prover.config_load import config_from_tree
 from prover.errors import ConfigError, ProverError
 
 RESERVED = ("steps", "seed", "env.name", "credit.name", "judge.name", "run.dir")  # set by the matrix itself

@@ -35,7 +35,8 @@ from prover.bench.report import markdown_tables, write_csvs
 from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
 from prover.config import TrainConfig
 from prover.errors import ProverError
-from prover.run import FileLock, write_atomic
+from prover.files import write_atomic
+from prover.run import FileLock
 
 Echo = Callable[[str], None]
 

@@ -9,7 +9,9 @@ needs (the brancher, the judge, the run config) comes through ``CreditContext``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prover.errors import CapabilityError, ConfigError
 from prover.plugin_config import Configurable
-from prover.types import Advantages, Batch, Group, Trajectory
+from prover.types import Advantages, Batch, Group, Trajectory, Turn
 
 if TYPE_CHECKING:
     from prover.config import RewardConfig, TrainConfig
@@ -107,10 +109,21 @@ def trajectory_score(traj: Trajectory, reward: RewardConfig) -> float:
     return reward.scale * traj.env_return
 
 
+def penalised_scores(scores: np.ndarray, invalid: np.ndarray, reward: RewardConfig) -> np.ndarray:
+    """(N,) row scores: each row's R_i (``scores``) minus the invalid-format penalty where the turn broke the
+    output format (``invalid``, bool; verl-agent)."""
+    return scores - reward.invalid_penalty * invalid
+
+
+def format_invalid(turns: Sequence[Turn]) -> np.ndarray:
+    """(N,) bool: True where the turn broke the output format."""
+    return ~np.fromiter(map(attrgetter("format_valid"), turns), dtype=bool, count=len(turns))
+
+
 def turn_scores(traj: Trajectory, reward: RewardConfig) -> np.ndarray:
-    """(n_turns,) row scores: R_i minus the invalid-format penalty of that turn (verl-agent)."""
-    r = trajectory_score(traj, reward)
-    return np.array([r - reward.invalid_penalty * (not t.format_valid) for t in traj.turns], dtype=np.float64)
+    """(n_turns,) row scores of one trajectory (``penalised_scores``)."""
+    return penalised_scores(np.full(len(traj.turns), trajectory_score(traj, reward)), format_invalid(traj.turns),
+                            reward)
 
 
 PAPER_GROUP_SIZE = 8  # the group size the paper's win range (1-3 wins of 8) is written for
@@ -142,9 +155,29 @@ def in_win_range(group: Group, eligible: tuple[int, int] | None, of: int | None 
 
 
 def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[list[list[np.ndarray]]]:
-    """Turn values per trajectory -> per-token arrays, one per turn (every token gets its turn's value)."""
-    out = []
-    for g, group in enumerate(batch.groups):
-        out.append([[np.full(turn.n_tokens, per_turn[g][i][t], dtype=np.float32)
-                     for t, turn in enumerate(tr.turns)] for i, tr in enumerate(group.trajectories)])
+    """Turn values per trajectory, ``per_turn[g][i][t]`` -> per-token arrays, one per turn (every token gets its
+    turn's value); ``broadcast_rows`` of them in row order."""
+    values = [np.asarray(per_turn[g][i], dtype=np.float32)[:len(tr.turns)]
+              for g, group in enumerate(batch.groups) for i, tr in enumerate(group.trajectories)]
+    return broadcast_rows(batch, np.concatenate(values) if values else np.zeros(0, np.float32))
+
+
+def broadcast_rows(batch: Batch, values: np.ndarray) -> list[list[list[np.ndarray]]]:
+    """(N,) row values in ``batch.turns()`` order -> per-token float32 arrays, ``out[g][i][t]``, each filled
+    with its turn's value.
+
+    One np.repeat and slices of it: an np.full per turn was most of GRPO's time. The slices are views of one
+    buffer; they do not overlap, so writing into one changes no other turn.
+    """
+    turns = batch.turns()
+    n_tok = np.fromiter(map(len, map(attrgetter("completion_ids"), turns)), dtype=np.int64, count=len(turns))
+    flat = np.repeat(values.astype(np.float32), n_tok)
+    ends = np.cumsum(n_tok).tolist()
+    per_turn = [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    out, k = [], 0
+    for group in batch.groups:
+        out.append([])
+        for tr in group.trajectories:
+            out[-1].append(per_turn[k:k + len(tr.turns)])
+            k += len(tr.turns)
     return out

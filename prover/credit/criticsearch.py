@@ -34,7 +34,7 @@ Departures and choices:
 7. A structured critic (``credit.critic.local.structured=true`` or ``...litellm.structured=true``) decodes
    its reply under ``labels_schema``: exactly one "Good" or "Bad" per turn, so its labels always parse.
 
-The critic plumbing (``label``, ``label_groups``, ``critic_cost_metrics``) is shared with TRIAGE
+The critic plumbing (``label``, ``label_groups``, the ``CRITIC_COUNTS`` metric prefix) is shared with TRIAGE
 (``triage.py``), which replaces the system prompt, the schema's labels and the reader.
 """
 
@@ -62,7 +62,10 @@ from prover.chat import (
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
 from prover.errors import validation_line
+from prover.judges.health import usage_metrics
 from prover.types import Advantages, Batch, Group, JudgeUsage, Trajectory
+
+CRITIC_COUNTS = "credit/critic_"  # where every critic method logs its requests (calls, errors, cached_calls)
 
 CRITIC_SYSTEM = """You are a critic of an agent's episode. You know how it ended and how a successful \
 attempt at the same task went. For each turn, decide whether its action contributed to reaching the \
@@ -248,14 +251,5 @@ class CriticSearch(CreditAssigner):
                 good, labelled_turns = good + sum(labels), labelled_turns + len(labels)
         metrics = {"credit/critic_labelled_groups": float(len(labelled)), "credit/critic_failures": float(failures),
                    "credit/critic_good_share": good / labelled_turns if labelled_turns else 0.0,
-                   **critic_cost_metrics(usage)}
+                   **usage_metrics(usage, CRITIC_COUNTS)}
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics)
-
-
-def critic_cost_metrics(usage: JudgeUsage) -> dict[str, float]:
-    """What a step's critic calls cost, as every critic method logs it."""
-    return {"credit/critic_calls": float(usage.calls), "credit/critic_errors": float(usage.errors),
-            "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
-            "cost/judge_dollars": float(usage.dollars),
-            "credit/critic_cached_calls": float(usage.cached_calls),  # from the reply cache, not paid
-            "cost/judge_cached_dollars": float(usage.cached_dollars)}  # what they cost when first paid

@@ -33,7 +33,7 @@ Departures and choices:
 The whole batch is computed at once (anchor groups and trajectories are segments of flat arrays) with
 GRPO's ``segment_stats``, which sums in the reference's torch order, so with the reference's settings
 (episode_stats="step", its anchor_obs as our anchors) float64 outputs equal
-``compute_gigpo_outcome_advantage``'s bit for bit; ``benchmarks/credit_vs_reference.py`` checks this
+``compute_gigpo_outcome_advantage``'s bit for bit; ``benchmarks/conformance/credit_vs_reference.py`` checks this
 and times both.
 """
 
@@ -163,7 +163,25 @@ def gigpo_row_advantages(batch: Batch, ctx: CreditContext, cfg: GiGPOConfig) -> 
     return _gigpo_rows(batch, batch_rows(batch, ctx.config.reward), ctx, cfg)
 
 
-def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig) -> np.ndarray:
+def _row_anchors(rows: Rows, cfg: GiGPOConfig) -> tuple[np.ndarray, int]:
+    """Each row's anchor-group code, and the number of groups."""
+    keys: list[Hashable] = list(map(attrgetter(cfg.anchor), rows.turns))  # Turn.state_key or .observation
+    thresh = cfg.similarity_thresh if cfg.anchor == "observation" else None
+    return _anchor_codes(keys, rows.row_group, thresh)
+
+
+def anchor_metrics(codes: np.ndarray, n: int) -> dict[str, float]:
+    """How the step's turns fell into anchor groups: how many groups, their mean size in turns, and the share
+    of singletons (one turn, whose A^S is 0). {} for a batch with no turns."""
+    if n == 0:
+        return {}
+    sizes = np.bincount(codes, minlength=n)
+    return {"credit/anchor_groups": float(n), "credit/anchor_group_size": float(len(codes) / n),
+            "credit/singleton_anchor_share": float(np.mean(sizes == 1))}
+
+
+def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig,
+                anchors: tuple[np.ndarray, int] | None = None) -> np.ndarray:
     reward, n_groups, std = ctx.config.reward, len(batch.groups), cfg.mode == "mean_std_norm"
     if not rows.turns:
         return np.zeros(0)
@@ -174,9 +192,7 @@ def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig) 
     env_rewards = np.fromiter(map(attrgetter("reward"), rows.turns), dtype=np.float64, count=len(rows.turns))
     returns = _returns_by_trajectory(reward.scale * env_rewards, rows.lengths, cfg.gamma)
     returns = returns - reward.invalid_penalty * rows.invalid
-    keys: list[Hashable] = list(map(attrgetter(cfg.anchor), rows.turns))  # Turn.state_key or .observation
-    thresh = cfg.similarity_thresh if cfg.anchor == "observation" else None
-    codes, n = _anchor_codes(keys, rows.row_group, thresh)
+    codes, n = anchors if anchors is not None else _row_anchors(rows, cfg)
     step = _normalise(returns, codes, n, std, cfg.eps, singleton_raw=False)
     return episode + cfg.omega * step
 
@@ -187,4 +203,6 @@ class GiGPO(CreditAssigner):
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
-        return Advantages(values=broadcast_rows(batch, rows, _gigpo_rows(batch, rows, ctx, self.config)))
+        anchors = _row_anchors(rows, self.config) if rows.turns else (np.zeros(0, dtype=np.int64), 0)
+        values = broadcast_rows(batch, _gigpo_rows(batch, rows, ctx, self.config, anchors))
+        return Advantages(values=values, metrics=anchor_metrics(*anchors))

@@ -45,7 +45,7 @@ Departures and choices:
    return and the episode score, as the reference's trainer does. Everything is float64 (the reference
    stores step returns in float32). The constant c is a setting (``goal_return``; the reference writes 10).
 
-``benchmarks/graphgpo_vs_reference.py`` runs the reference beside this code on recorded batches.
+``benchmarks/conformance/graphgpo_vs_reference.py`` runs the reference beside this code on recorded batches.
 """
 
 from __future__ import annotations
@@ -184,4 +184,4 @@ class GraphGPO(CreditAssigner):
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
-        return Advantages(values=broadcast_rows(batch, rows, _graphgpo_rows(batch, rows, ctx, self.config)))
+        return Advantages(values=broadcast_rows(batch, _graphgpo_rows(batch, rows, ctx, self.config)))

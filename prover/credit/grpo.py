@@ -26,24 +26,32 @@ Departures and choices (all switches; see docs/methods/grpo.md):
 5. A zero-variance pool (all equal R_i under stats="trajectory") gives exactly 0 with norm="std"
    (dividing a format penalty by eps would explode); with norm="mean" only the penalties remain.
 
-The whole batch is computed at once, and the mean and std are summed in the order verl's ``torch.mean``
-and ``torch.std`` sum (``segment_stats``), so where the two define the same thing (stats="step", or
-no penalties) float64 outputs equal the reference's bit for bit; ``benchmarks/credit_vs_reference.py``
-checks this and times both.
+Below: the config, the method, the formula (``grpo_advantages``), then the machinery under it. The whole
+batch is computed at once, as flat arrays (``Rows``), and the mean and std are summed in the order verl's
+``torch.mean`` and ``torch.std`` sum (``segment_stats``), so where the two define the same thing
+(stats="step", or no penalties) float64 outputs equal the reference's bit for bit;
+``benchmarks/conformance/credit_vs_reference.py`` checks this and times both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 from pydantic import Field
 
-from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, trajectory_score
+from prover.credit.base import (
+    CreditAssigner,
+    CreditContext,
+    MethodConfig,
+    broadcast_rows,
+    format_invalid,
+    penalised_scores,
+    trajectory_score,
+)
 from prover.types import Advantages, Batch, Group, Turn
 
 if TYPE_CHECKING:
@@ -60,6 +68,51 @@ class GRPOConfig(MethodConfig):
     eps: float = Field(1e-6, gt=0.0, description="Added to the std before dividing (verl: 1e-6; TRL: 1e-4).")
 
 
+class GRPO(CreditAssigner):
+    Config = GRPOConfig
+    needs_groups = True
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
+        rows = batch_rows(batch, ctx.config.reward)
+        return Advantages(values=broadcast_rows(batch, grpo_advantages(rows, len(batch.groups), self.config)))
+
+
+def grpo_advantages(rows: Rows, n_groups: int, cfg: GRPOConfig) -> np.ndarray:
+    """(N,) A = (score - mean_g) / (std_g + eps), or score - mean_g with norm="mean"; the rest is departures
+    4 and 5 of the module docstring (groups of one, zero variance)."""
+    if cfg.stats == "trajectory":
+        count, mean, std, same = segment_stats(rows.traj_score, rows.traj_group, n_groups)
+    else:
+        count, mean, std, same = segment_stats(rows.scores, rows.row_group, n_groups)
+    g = rows.row_group
+    centred = rows.scores - mean[g]
+    if cfg.norm == "std":
+        with np.errstate(invalid="ignore", divide="ignore"):  # groups of one: handled below
+            out = centred / (std[g] + cfg.eps)
+        out[same[g]] = 0.0  # zero variance: no signal, exactly zero (also with penalties off)
+    else:
+        out = centred  # zero variance leaves only the penalties
+    single = (count == 1)[g]  # a group of one trajectory, or (stats="step") of one row: verl's mean 0, std 1
+    out[single] = rows.scores[single] if cfg.singleton == "raw" else 0.0
+    return out
+
+
+def grpo_row_advantages(batch: Batch, ctx: CreditContext, cfg: GRPOConfig) -> np.ndarray:
+    """(N,) float64 advantage of every turn row, in ``batch.turns()`` order."""
+    return grpo_advantages(batch_rows(batch, ctx.config.reward), len(batch.groups), cfg)
+
+
+def grpo_turn_advantages(group: Group, ctx: CreditContext, cfg: GRPOConfig) -> list[np.ndarray]:
+    """(n_turns,) advantages per trajectory of one group; shared by methods that add to GRPO."""
+    if not group.trajectories:
+        return []
+    rows = grpo_row_advantages(Batch([group]), ctx, cfg)
+    return np.split(rows, np.cumsum([len(tr.turns) for tr in group.trajectories])[:-1])
+
+
+# -- the machinery: the batch as flat arrays, and statistics summed in the reference's order ---------------
+
+
 @dataclass
 class Rows:
     """A batch as flat arrays: one entry per turn row (batch.turns() order) or per trajectory."""
@@ -71,7 +124,7 @@ class Rows:
     row_traj: np.ndarray  # (N,) trajectory of each row
     row_group: np.ndarray  # (N,) group of each row; a group's rows are contiguous
     invalid: np.ndarray  # (N,) 1.0 where the turn broke the output format
-    scores: np.ndarray  # (N,) row scores: R_i - penalty * invalid (base.turn_scores)
+    scores: np.ndarray  # (N,) row scores: R_i - penalty * invalid (base.penalised_scores)
 
 
 def batch_rows(batch: Batch, reward: RewardConfig) -> Rows:
@@ -82,11 +135,9 @@ def batch_rows(batch: Batch, reward: RewardConfig) -> Rows:
     traj_group = np.repeat(np.arange(len(batch.groups)), [len(g.trajectories) for g in batch.groups])
     traj_score = np.array([trajectory_score(tr, reward) for tr in trajs], dtype=np.float64)
     row_traj = np.repeat(np.arange(len(trajs)), lengths)
-    invalid = ~np.fromiter(map(attrgetter("format_valid"), turns), dtype=bool, count=len(turns))
-    # the same float operations as base.turn_scores: r - penalty * (not valid)
-    scores = traj_score[row_traj] - reward.invalid_penalty * invalid
+    invalid = format_invalid(turns)
     return Rows(turns, traj_group, lengths, traj_score, row_traj, traj_group[row_traj],
-                invalid.astype(np.float64), scores)
+                invalid.astype(np.float64), penalised_scores(traj_score[row_traj], invalid, reward))
 
 
 def segment_stats(values: np.ndarray, codes: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
@@ -119,65 +170,3 @@ def segment_stats(values: np.ndarray, codes: np.ndarray, n: int) -> tuple[np.nda
     if full.any():  # min == max: exact, unlike std == 0 (equal values need not sum to count * value)
         same[full] = np.minimum.reduceat(x, start[full]) == np.maximum.reduceat(x, start[full])
     return count, mean, std, same
-
-
-def grpo_row_advantages(batch: Batch, ctx: CreditContext, cfg: GRPOConfig) -> np.ndarray:
-    """(N,) float64 advantage of every turn row, in ``batch.turns()`` order."""
-    rows = batch_rows(batch, ctx.config.reward)
-    return _grpo_rows(rows, len(batch.groups), cfg)
-
-
-def _grpo_rows(rows: Rows, n_groups: int, cfg: GRPOConfig) -> np.ndarray:
-    if cfg.stats == "trajectory":
-        count, mean, std, same = segment_stats(rows.traj_score, rows.traj_group, n_groups)
-    else:
-        count, mean, std, same = segment_stats(rows.scores, rows.row_group, n_groups)
-    g = rows.row_group
-    centred = rows.scores - mean[g]
-    if cfg.norm == "std":
-        with np.errstate(invalid="ignore", divide="ignore"):  # groups of one: handled below
-            out = centred / (std[g] + cfg.eps)
-        out[same[g]] = 0.0  # zero variance: no signal, exactly zero (also with penalties off)
-    else:
-        out = centred  # zero variance leaves only the penalties
-    single = (count == 1)[g]  # a group of one trajectory, or (stats="step") of one row: verl's mean 0, std 1
-    out[single] = rows.scores[single] if cfg.singleton == "raw" else 0.0
-    return out
-
-
-def grpo_turn_advantages(group: Group, ctx: CreditContext, cfg: GRPOConfig) -> list[np.ndarray]:
-    """(n_turns,) advantages per trajectory of one group; shared by methods that add to GRPO."""
-    if not group.trajectories:
-        return []
-    rows = grpo_row_advantages(Batch([group]), ctx, cfg)
-    return np.split(rows, np.cumsum([len(tr.turns) for tr in group.trajectories])[:-1])
-
-
-def broadcast_rows(batch: Batch, rows: Rows, values: np.ndarray) -> list[list[list[np.ndarray]]]:
-    """Row values -> per-token float32 arrays, values[g][i][t], as base.broadcast gives them.
-
-    One np.repeat and slices of it: base.broadcast's np.full per turn was most of GRPO's time. The
-    slices are views of one buffer; they do not overlap, so writing into one changes no other turn.
-    """
-    n_tok = np.fromiter(map(len, map(attrgetter("completion_ids"), rows.turns)), dtype=np.int64,
-                        count=len(rows.turns))
-    flat = np.repeat(values.astype(np.float32), n_tok)
-    ends = np.cumsum(n_tok).tolist()
-    per_turn = [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-    out, k = [], 0
-    for group in batch.groups:
-        out.append([])
-        for tr in group.trajectories:
-            out[-1].append(per_turn[k:k + len(tr.turns)])
-            k += len(tr.turns)
-    return out
-
-
-class GRPO(CreditAssigner):
-    Config = GRPOConfig
-    needs_groups = True
-
-    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
-        rows = batch_rows(batch, ctx.config.reward)
-        values = _grpo_rows(rows, len(batch.groups), self.config)
-        return Advantages(values=broadcast_rows(batch, rows, values))

@@ -34,7 +34,7 @@ Departures and choices:
 5. Everything is float64 (the reference casts rewards and advantages to float32).
 
 The level groups, like GiGPO's anchor groups, never cross task groups; a trajectory that revisits a context
-is in its group once per visit. ``benchmarks/hgpo_vs_reference.py`` runs the reference beside this code.
+is in its group once per visit. ``benchmarks/conformance/hgpo_vs_reference.py`` runs the reference beside this code.
 """
 
 from __future__ import annotations
@@ -157,4 +157,4 @@ class HGPO(CreditAssigner):
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         rows = batch_rows(batch, ctx.config.reward)
-        return Advantages(values=broadcast_rows(batch, rows, _hgpo_rows(batch, rows, ctx, self.config)))
+        return Advantages(values=broadcast_rows(batch, _hgpo_rows(batch, rows, ctx, self.config)))

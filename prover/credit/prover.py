@@ -43,7 +43,7 @@ Departures and choices (all switches):
 from __future__ import annotations
 
 import random
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -55,7 +55,7 @@ from prover.errors import ConfigError
 from prover.judges.base import can_yield_segment, validate_segment
 from prover.judges.health import FailureWatch, judge_metrics, reason_text
 from prover.seeding import derive_seed
-from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest, JudgeUsage
+from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest, JudgeResult, JudgeUsage, Segment
 
 
 class ProVerConfig(GRPOConfig, WinRangeConfig):
@@ -132,49 +132,69 @@ class ProVer(GRPO):
         if jobs and ctx.judge is None:
             raise ConfigError("credit 'prover' has no judge in its context: set judge.name (e.g. judge.name=contrast)")
         results = ctx.judge.propose_all([req for _, req in jobs]) if jobs else []
-        usage, valid, dropped, checked = JudgeUsage(), [], 0, []
-        for (gi, req), res in zip(jobs, results):
-            usage.add(res.usage)
-            if res.proposal is None and res.failure:  # kept for groups.jsonl: why this group got no proposal
-                checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure),
-                                              transcript=res.transcript))
-                dropped += bool(res.error)  # lost to a failed request, not a judge that found nothing
-            if res.proposal is not None:
-                seg, why = res.proposal.segment, res.proposal.rationale
-                problem = validate_segment(req, seg)
-                if problem is None:
-                    valid.append((gi, req, seg, why, res.transcript))
-                else:
-                    dropped += 1
-                    checked.append(CheckedSegment(gi, seg, None, False, problem, why, res.transcript))
-        self.judge_watch.observe(usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
-        verdicts = verify(ctx.brancher, [Boundaries(batch.groups[gi], req.target, (seg.start_turn, seg.end_turn + 1))
-                                         for gi, req, seg, _, _ in valid],
+        screened = screen(jobs, results)
+        valid, checked = screened.valid, screened.checked
+        self.judge_watch.observe(screened.usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
+        verdicts = verify(ctx.brancher, [Boundaries(batch.groups[p.group], p.request.target,
+                                                    (p.segment.start_turn, p.segment.end_turn + 1)) for p in valid],
                           seed=seed, **cfg.verify_kwargs())
-        for (gi, req, seg, why, replies), v in zip(valid, verdicts):
-            checked.append(CheckedSegment(gi, seg, float(v.delta), v.accepted, "", why, replies,
-                                          req.success.turns[seg.start_turn].policy_version, v.verify_version))
+        for p, v in zip(valid, verdicts):
+            seg = p.segment
+            checked.append(CheckedSegment(p.group, seg, float(v.delta), v.accepted, "", p.rationale, p.transcript,
+                                          p.request.success.turns[seg.start_turn].policy_version, v.verify_version))
             if v.accepted:
-                per_turn[gi][req.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
+                per_turn[p.group][p.request.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
         metrics = {
             "credit/eligible_groups": float(len(eligible)),
             "credit/unprovable_groups": float(len(eligible) - len(jobs)),
             "credit/proposals": float(sum(r.proposal is not None for r in results)),
             "credit/valid_proposals": float(len(valid)),
-            "credit/dropped_proposals": float(dropped),
+            "credit/dropped_proposals": float(screened.dropped),
             "credit/accepted": float(sum(v.accepted for v in verdicts)),
             **verify_metrics(verdicts),
-            "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
-            "cost/judge_dollars": float(usage.dollars),
-            "cost/judge_cached_dollars": float(usage.cached_dollars),  # what cached replies cost when first paid
-            "judge/cached_calls": float(usage.cached_calls),
-            "judge/calls": float(usage.calls), "judge/failed_calls": float(usage.failed_calls),
-            "judge/errors": float(usage.errors),
-            "judge/repairs": float(usage.repairs), "judge/tool_calls": float(usage.tool_calls),
-            **judge_metrics(usage),  # judge/retries, judge/errors/<kind>
+            **judge_metrics(screened.usage),
         }
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
-            metrics["credit/segment_turns"] = float(np.mean([s.end_turn - s.start_turn + 1 for _, _, s, _, _ in valid]))
+            metrics["credit/segment_turns"] = float(np.mean([p.segment.end_turn - p.segment.start_turn + 1
+                                                             for p in valid]))
             metrics["credit/delta"] = float(np.mean([v.delta for v in verdicts]))
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics, segments=checked)
+
+
+class ValidProposal(NamedTuple):
+    """A judge's proposal for group ``group`` that ``validate_segment`` accepted: what verification needs."""
+
+    group: int  # index in batch.groups
+    request: JudgeRequest
+    segment: Segment
+    rationale: str
+    transcript: list[str]  # the judge's replies (JudgeResult.transcript)
+
+
+class Screened(NamedTuple):
+    """The judge's answers of a step, re-checked: what goes on to verification, and what was dropped."""
+
+    valid: list[ValidProposal]
+    checked: list[CheckedSegment]  # the dropped ones and the groups without a proposal, with why
+    dropped: int  # proposals lost: invalid, or to a failed request
+    usage: JudgeUsage  # what all the requests cost
+
+
+def screen(jobs: list[tuple[int, JudgeRequest]], results: list[JudgeResult]) -> Screened:
+    """Every judge answer re-checked with ``validate_segment``, whatever judge made it (departure 4)."""
+    usage, valid, dropped, checked = JudgeUsage(), [], 0, []
+    for (gi, req), res in zip(jobs, results):
+        usage.add(res.usage)
+        if res.proposal is None and res.failure:  # kept for groups.jsonl: why this group got no proposal
+            checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure), transcript=res.transcript))
+            dropped += bool(res.error)  # lost to a failed request, not a judge that found nothing
+        if res.proposal is not None:
+            seg, why = res.proposal.segment, res.proposal.rationale
+            problem = validate_segment(req, seg)
+            if problem is None:
+                valid.append(ValidProposal(gi, req, seg, why, res.transcript))
+            else:
+                dropped += 1
+                checked.append(CheckedSegment(gi, seg, None, False, problem, why, res.transcript))
+    return Screened(valid, checked, dropped, usage)

@@ -53,8 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prover.chat import ChatModel, find_json_object
 from prover.credit.base import CreditContext, WinRangeConfig, broadcast, in_win_range, trajectory_score
-from prover.credit.criticsearch import CriticSearch, CriticSettings, critic_cost_metrics, labels_schema
+from prover.credit.criticsearch import CRITIC_COUNTS, CriticSearch, CriticSettings, labels_schema
 from prover.credit.grpo import GRPOConfig, grpo_turn_advantages
+from prover.judges.health import usage_metrics
 from prover.types import Advantages, Batch, Group, Trajectory
 
 TRIAGE_SYSTEM = """You are a judge of an agent's episode. You know how it ended and how a successful \
@@ -193,5 +194,5 @@ class TRIAGE(CriticSearch):
                     counts[role] += 1
         metrics = {"credit/critic_labelled_groups": float(len(labelled)), "credit/critic_failures": float(failures),
                    **{f"credit/triage_labels/{r}": float(n) for r, n in counts.items()},
-                   **critic_cost_metrics(usage)}
+                   **usage_metrics(usage, CRITIC_COUNTS)}
         return Advantages(values=broadcast(batch, per_turn), metrics=metrics)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -105,3 +106,19 @@ class AgentSpec:
         if self.raw_action_tags:  # the action already carries its tags
             return f"{think}{action}"
         return f"{think}<{self.action_tag}>{action}</{self.action_tag}>"
+
+
+Spec = TypeVar("Spec", bound=AgentSpec)
+
+COMPACT_HEAD = "Task: {task}\n"
+COMPACT_TURN = "Observation: {observation}\nActions: {actions}"
+
+
+def compact_preset(spec_type: type[Spec] = AgentSpec, *, head: str = COMPACT_HEAD, turn: str = COMPACT_TURN,
+                   **fields) -> Spec:
+    """The ``compact`` preset of the bundled envs, for tiny models trained on a CPU: no prose, a prompt of a
+    few hundred characters. The first prompt is ``head`` then ``turn``; later ones put the history window
+    (one ``history_entry`` per line) between them. ``fields`` are the env's own (history entry and window,
+    hidden actions, parser settings)."""
+    return spec_type(first_template=head + turn, later_template=head + "{history}\n" + turn, action_separator=", ",
+                     **fields)

@@ -18,9 +18,13 @@ point is a string, so registering imports no env.
 
 **Gymnasium envs in prover.** ``GymnasiumTextEnv`` (env name ``gymnasium``) runs any registered Gymnasium
 env whose observations are text as a prover ``TextEnv``: ``env.name=gymnasium env.kwargs.id=<gym id>``, the
-other ``env.kwargs`` going to ``gymnasium.make``. Actions are text (a ``Text`` space, passed through) or a
-``Discrete`` choice, shown as the env's ``action_names`` (or ALE's ``get_action_meanings()``), else as the
-integers, and matched back case-insensitively. prover cannot know whether a foreign env is deterministic,
+other ``env.kwargs`` going to ``gymnasium.make``. An env that a package registers when it is imported
+(MiniGrid and most third-party envs) is named ``<module>:<gym id>``, as ``gymnasium.make`` reads it: prover
+imports no package on a guess. Observations that are not text (a Dict, an array) become text through
+``obs_to_text=<module>:<function>``, a function of (observation, the Gymnasium env) that returns a str.
+Actions are text (a ``Text`` space, passed through) or a ``Discrete`` choice, shown as the env's
+``action_names`` (or ALE's ``get_action_meanings()``), else as the integers, and matched back
+case-insensitively. prover cannot know whether a foreign env is deterministic,
 so snapshots are off unless the user says so: ``deterministic=True`` turns on replay snapshots (the seed and
 the actions so far; a restore re-makes the env, resets it with the seed and replays). The name
 ``gymnasium-deterministic`` is that env with the flag fixed on at class level, which is what the config
@@ -29,12 +33,14 @@ check of branching credit methods (ProVer, SPO) reads.
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Annotated, Any
 
 import gymnasium
 from gymnasium import spaces
+from pydantic import Field
 
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError, ContractError
@@ -45,6 +51,9 @@ VERSIONED = re.compile(r"^(?P<family>.+)-v(?P<version>0|[1-9]\d*)$")  # as Gymna
 # the characters Gymnasium allows in a name, less ':' (its "module:id" separator in make)
 GYM_NAME = re.compile(r"^[\w.-]+$")
 WIN_KEYS = ("won", "is_success")  # prover's name for success, then the common Gymnasium one
+ObsToText = Annotated[str | None, Field(description=(
+    "module:function that writes each observation as text, called as function(observation, gym_env) -> str: "
+    "for envs whose observations are not text (a Dict, an array); None passes text observations through."))]
 
 
 def gymnasium_ids(names: list[str]) -> dict[str, str]:
@@ -109,10 +118,32 @@ def _make_gym_env(gym_id: str, gym_kwargs: dict[str, Any]) -> gymnasium.Env:
         return gymnasium.make(gym_id, **gym_kwargs)
     except (gymnasium.error.Error, ModuleNotFoundError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env 'gymnasium': cannot make Gymnasium env {gym_id!r}: {first}") from exc
+        hint = ""
+        if isinstance(exc, gymnasium.error.UnregisteredEnv) and ":" not in gym_id:
+            # most third-party envs register when their package is imported, which only module:id triggers
+            hint = (f"; if a package registers it on import, name the package too: "
+                    f"env.kwargs.id=<module>:{gym_id} (e.g. minigrid:MiniGrid-Empty-5x5-v0)")
+        raise ConfigError(f"env 'gymnasium': cannot make Gymnasium env {gym_id!r}: {first}{hint}") from exc
     except TypeError as exc:
         raise ConfigError(f"env 'gymnasium': Gymnasium env {gym_id!r} rejected its arguments "
                           f"{sorted(gym_kwargs)}: {exc}") from exc
+
+
+def _load_obs_to_text(spec: str) -> Callable[[Any, gymnasium.Env], str]:
+    """The function ``spec`` (``module:function``) names; ConfigError in one line when it names none."""
+    module_name, sep, attr = str(spec).partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"env 'gymnasium': obs_to_text={spec!r} is not of the form module:function")
+    try:
+        fn: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+    except Exception as exc:  # noqa: BLE001  (any failure of the user's module is reported as theirs)
+        raise ConfigError(f"env 'gymnasium': obs_to_text={spec!r} does not load: "
+                          f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    if not callable(fn):
+        raise ConfigError(f"env 'gymnasium': obs_to_text={spec!r} is a {type(fn).__name__}, not a function")
+    return fn
 
 
 def _discrete_names(env: gymnasium.Env, space: spaces.Discrete, gym_id: str) -> list[str]:
@@ -145,15 +176,19 @@ class GymnasiumTextEnv(TextEnv):
     deterministic = False
     can_snapshot = False
 
-    def __init__(self, *, id: str, deterministic: bool = False, **gym_kwargs: Any) -> None:
+    def __init__(self, *, id: str, deterministic: bool = False, obs_to_text: ObsToText = None,
+                 **gym_kwargs: Any) -> None:
         self.gym_id = id
         self._gym_kwargs = dict(gym_kwargs)
+        self._obs_to_text = _load_obs_to_text(obs_to_text) if obs_to_text is not None else None
+        self._obs_to_text_name = obs_to_text
         self._env = _make_gym_env(id, self._gym_kwargs)
         self.deterministic = self.can_snapshot = bool(deterministic)  # this instance's, over the class's
-        if not _may_be_text(self._env.observation_space):
+        if self._obs_to_text is None and not _may_be_text(self._env.observation_space):
             self._env.close()
             raise ConfigError(f"env 'gymnasium': Gymnasium env {id!r} has observations "
-                              f"{self._env.observation_space}; it needs text ones (a Text space)")
+                              f"{self._env.observation_space}; it needs text ones (a Text space), or "
+                              "env.kwargs.obs_to_text=<module>:<function> to write them as text")
         space = self._env.action_space
         self._names: list[str] | None = None  # a Discrete env's action texts, in the order of its actions
         if isinstance(space, spaces.Discrete):
@@ -164,7 +199,7 @@ class GymnasiumTextEnv(TextEnv):
             self._env.close()
             raise ConfigError(f"env 'gymnasium': Gymnasium env {id!r} has actions {space}; only Text and "
                               "Discrete action spaces can be written as text")
-        if isinstance(self._env.observation_space, spaces.Text):
+        if self._obs_to_text is None and isinstance(self._env.observation_space, spaces.Text):
             self.observation_space = self._env.observation_space
         self._obs = self._task = ""
         self._last_info: dict = {}
@@ -176,6 +211,12 @@ class GymnasiumTextEnv(TextEnv):
         return self._env
 
     def _text(self, obs: Any, method: str) -> str:
+        if self._obs_to_text is not None:
+            text = self._obs_to_text(obs, self._env)
+            if not isinstance(text, str):
+                raise ContractError(f"obs_to_text {self._obs_to_text_name!r} returned a {type(text).__name__} "
+                                    f"for the observation of {self.gym_id!r} from {method}(); it must return a str")
+            return text
         if not isinstance(obs, str):
             raise ContractError(f"Gymnasium env {self.gym_id!r} returned a {type(obs).__name__} observation "
                                 f"from {method}(); the 'gymnasium' env needs text observations")
@@ -250,8 +291,8 @@ class DeterministicGymnasiumTextEnv(GymnasiumTextEnv):
     deterministic = True
     can_snapshot = True
 
-    def __init__(self, *, id: str, **gym_kwargs: Any) -> None:
-        super().__init__(id=id, deterministic=True, **gym_kwargs)
+    def __init__(self, *, id: str, obs_to_text: ObsToText = None, **gym_kwargs: Any) -> None:
+        super().__init__(id=id, deterministic=True, obs_to_text=obs_to_text, **gym_kwargs)
 
 
 register_gymnasium_envs()

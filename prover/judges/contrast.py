@@ -41,7 +41,7 @@ reaches afterwards tell that such a divergence did not separate it from them. Th
 
 Why text mode needs another rule (``rule="frequency"``, text-contrast's default). Observations rarely show
 the whole state: in pivot-sim a success that took the right item walks on through corridor texts that the
-failed runs, carrying a wrong item, saw too. Measured on tuning seeds (benchmarks/judge_truth.py, pivot-sim
+failed runs, carrying a wrong item, saw too. Measured on tuning seeds (benchmarks/studies/judge_truth.py, pivot-sim
 defaults, seeds 100-109, 1711 judged groups), the break-away rule in text mode fell back to "approach" on
 78% of groups (24.5% hits: walking turns), and its break-away windows hit 0.3%: a text that no failed run
 saw (a filler that reads the bag) is not a state they never reached. Text re-entering shared situations

@@ -18,9 +18,22 @@ from prover.types import JudgeResult, JudgeUsage
 REASON_CHARS = 500  # what a saved group keeps of why its judge gave no proposal
 
 
+def usage_metrics(usage: JudgeUsage, counts: str) -> dict[str, float]:
+    """What a step's judge or critic requests cost: its requests, failures and cached replies under ``counts``
+    ("judge/" for ProVer's judge, "credit/critic_" for a critic), its tokens and dollars under "cost/"."""
+    return {f"{counts}calls": float(usage.calls), f"{counts}errors": float(usage.errors),
+            "cost/judge_tokens": float(usage.prompt_tokens + usage.completion_tokens),
+            "cost/judge_dollars": float(usage.dollars),
+            f"{counts}cached_calls": float(usage.cached_calls),  # from the reply cache, not paid
+            "cost/judge_cached_dollars": float(usage.cached_dollars)}  # what cached replies cost when first paid
+
+
 def judge_metrics(usage: JudgeUsage) -> dict[str, float]:
-    """``judge/retries`` and one ``judge/errors/<kind>`` per kind that occurred (numbers only)."""
-    out = {"judge/retries": float(usage.retries)}
+    """A proposing judge's ``usage_metrics`` under "judge/", with its failed calls, repairs, tool calls,
+    retries and one ``judge/errors/<kind>`` per kind that occurred (numbers only)."""
+    out = {**usage_metrics(usage, "judge/"), "judge/failed_calls": float(usage.failed_calls),
+           "judge/repairs": float(usage.repairs), "judge/tool_calls": float(usage.tool_calls),
+           "judge/retries": float(usage.retries)}
     out.update({f"judge/errors/{kind}": float(n) for kind, n in sorted(usage.errors_by_kind.items())})
     return out
 

@@ -20,9 +20,13 @@ from prover.config import TrainConfig, warmstart_lr
 from prover.distributed import world_size
 from prover.envs.base import TextEnv
 from prover.errors import CheckpointError
-from prover.modeling import apply_threads, check_model_dir
+from prover.files import write_atomic
+from prover.modeling import apply_threads, check_model_dir, model_positions
+from prover.policy.tiny import build_tiny_policy
+from prover.policy.warmstart import expert_rows
 from prover.progress import Reporter
 from prover.run import FileLock, RunDir
+from prover.turn_prompts import prompt_budget
 
 
 def settings_key(*parts: object) -> str:
@@ -60,9 +64,7 @@ def folder_digest(folder: Path, cache: Path) -> str:
     known = known if isinstance(known, dict) else {}
     known[where] = {"signature": signature, "digest": digest}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")  # several ranks may write it at once
-    tmp.write_text(json.dumps(known, indent=1) + "\n")
-    os.replace(tmp, cache)
+    write_atomic(cache, json.dumps(known, indent=1) + "\n")  # several ranks may write it at once
     return digest
 
 
@@ -102,8 +104,6 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
 def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
     if cfg.model.path != "tiny":
         return check_model_dir(cfg.model.path)
-    from prover.policy.tiny import build_tiny_policy
-
     t = cfg.model.tiny
     key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
     return build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
@@ -115,10 +115,7 @@ def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) 
 def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], TextEnv],
                report: Reporter) -> dict[str, float]:
     """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
-    from prover.learner import Learner
-    from prover.modeling import model_positions
-    from prover.policy.warmstart import expert_rows
-    from prover.turn_prompts import prompt_budget
+    from prover.learner import Learner  # here: it loads torch, and prover.policy must import without it
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
@@ -139,8 +136,15 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
 
 
 def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
-    """The folder the RL phase starts from."""
+    """The folder the RL phase starts from, torch's threads set first (``train.threads``): for the commands
+    that begin here (`prover sft`, a bench's shared warm start, `prover eval` of a LoRA checkpoint). The
+    trainer, which sets the threads itself before anything else, calls ``starting_policy``."""
     apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
+    return starting_policy(cfg, run, make_env, report)
+
+
+def starting_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
+    """The folder the RL phase starts from: the base policy, warm-started when ``warmstart.enabled``."""
     base = base_policy(cfg, run, make_env)
     if not cfg.warmstart.enabled:
         return base

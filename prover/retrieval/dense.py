@@ -61,7 +61,7 @@ class DenseRetriever:
     ``query_threads`` is torch's thread count while queries are encoded (restored after; None keeps
     torch's own). A query is a few tokens, too little work to split, and on a busy machine every op
     of a 2-thread forward waits for the other thread to be scheduled: 726 ms against 31 ms a query
-    measured on the project's 2 cores under load (``benchmarks/retrieval.py`` compares the two).
+    measured on the project's 2 cores under load (``benchmarks/perf/retrieval.py`` compares the two).
     """
 
     def __init__(self, passages: Sequence[Passage], cache_dir: str | Path | bool | None = None,

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from prover.config import RewardConfig, load_config
+from prover.config import RewardConfig
+from prover.config_load import load_config
 from prover.credit.base import turn_scores
 from prover.envs import make_env
 from prover.policy.tiny import train_tokenizer

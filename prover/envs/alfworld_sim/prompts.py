@@ -12,7 +12,7 @@ so that a prompt is a few hundred characters.
 
 from __future__ import annotations
 
-from prover.envs.agent_spec import AgentSpec
+from prover.envs.agent_spec import AgentSpec, compact_preset
 
 _INTRO = "You are an expert agent working in ALFRED, an embodied household environment."
 _ACTIONS = "Your admissible actions in the current situation are: ['{actions}']."
@@ -35,13 +35,5 @@ PRESETS: dict[str, AgentSpec] = {
         require_think=True,
         hidden_actions=("help",),
     ),
-    "compact": AgentSpec(
-        first_template="Task: {task}\nObservation: {observation}\nActions: {actions}",
-        later_template="Task: {task}\n{history}\nObservation: {observation}\nActions: {actions}",
-        history_entry="{observation}\n> {action}",
-        action_separator=", ",
-        history_window=2,
-        require_think=False,
-        hidden_actions=("help",),
-    ),
+    "compact": compact_preset(history_entry="{observation}\n> {action}", history_window=2, hidden_actions=("help",)),
 }

@@ -71,7 +71,7 @@ class PivotSimEnv(TextEnv):
     """A corridor of irreversible choices with a delayed outcome; see the module docstring."""
 
     native_snapshot = True
-    # Tuned with grpo on seed 101 (benchmarks/bench_pivot_12steps.yaml says how): a warm start that clones the
+    # Tuned with grpo on seed 101 (benchmarks/configs/bench_pivot_12steps.yaml says how): a warm start that clones the
     # expert with half of its turns random puts the tiny policy at 20-50% held-out success (30% in the
     # bench) instead of ~90% after 1000 episodes; at lr 1e-4 GRPO fell, at 2e-5 it climbs slowly.
     train_recipe: ClassVar[dict[str, Any]] = {"warmstart.episodes": 600, "warmstart.random_action_share": 0.5,

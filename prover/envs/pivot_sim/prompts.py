@@ -12,18 +12,13 @@ action in words, for pretrained models.
 
 from __future__ import annotations
 
-from prover.envs.agent_spec import AgentSpec
+from prover.envs.agent_spec import COMPACT_TURN, AgentSpec, compact_preset
 
 _FORMAT = "Answer with <action>one admissible action</action>."
 
 PRESETS: dict[str, AgentSpec] = {
-    "compact": AgentSpec(
-        first_template="Task: {task}\nObservation: {observation}\nActions: {actions}\n" + _FORMAT,
-        later_template="Task: {task}\n{history}\nObservation: {observation}\nActions: {actions}\n" + _FORMAT,
-        history_entry="{observation}\n> {action}",
-        action_separator=", ",
-        history_window=2,
-    ),
+    "compact": compact_preset(turn=f"{COMPACT_TURN}\n{_FORMAT}", history_entry="{observation}\n> {action}",
+                              history_window=2),
     "full": AgentSpec(
         first_template=("You walk a corridor to a vault. Your task: {task}\nYou see: {observation}\n"
                         "Admissible actions: {actions}\nChoose one admissible action and give it inside "

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prover.envs.agent_spec import AgentSpec, ParsedAction
+from prover.envs.agent_spec import AgentSpec, ParsedAction, compact_preset
 from prover.envs.searchqa_sim.rules import STOP, TAG_RE
 
 _INSTRUCTIONS = (
@@ -60,14 +60,8 @@ PRESETS: dict[str, SearchAgentSpec] = {
         raw_action_tags=_TAGS,
         stop=STOP,
     ),
-    "compact": SearchAgentSpec(
-        first_template="{observation}\nReply <search>query</search> or <answer>answer</answer>.",
-        later_template="{history}\n{observation}\nReply <search>query</search> or <answer>answer</answer>.",
-        history_entry="{observation}\n{action}",
-        action_separator=", ",
-        history_window=4,
-        lowercase=False,
-        raw_action_tags=_TAGS,
-        stop=STOP,
-    ),
+    "compact": compact_preset(SearchAgentSpec, head="",
+                              turn="{observation}\nReply <search>query</search> or <answer>answer</answer>.",
+                              history_entry="{observation}\n{action}", history_window=4, lowercase=False,
+                              raw_action_tags=_TAGS, stop=STOP),
 }

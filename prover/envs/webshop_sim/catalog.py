@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from string import ascii_uppercase, digits
 
-from prover.envs.webshop_sim.reward import COLORS
 from prover.envs.webshop_sim.vocab import (
     BRANDS,
     BULLET_TEMPLATES,
+    COLORS,
     DESCRIPTION_TEMPLATES,
     INSTRUCTION_TEMPLATES,
     OPTION_VALUES,

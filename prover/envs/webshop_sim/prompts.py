@@ -11,7 +11,7 @@ goal before answering in <action> tags.
 
 from __future__ import annotations
 
-from prover.envs.agent_spec import AgentSpec
+from prover.envs.agent_spec import AgentSpec, compact_preset
 
 _INTRO = "You are an expert agent shopping in WebShop, a simulated e-commerce website."
 _ACTIONS = "Your admissible actions in the current situation are:\n[\n'{actions}'\n]."
@@ -34,14 +34,7 @@ PRESETS: dict[str, AgentSpec] = {
         history_window=2,
         require_think=True,
     ),
-    "compact": AgentSpec(
-        first_template="Task: {task}\nObservation: {observation}\nActions: {actions}",
-        later_template="Task: {task}\n{history}\nObservation: {observation}\nActions: {actions}",
-        # past actions only: a WebShop page is long, and the current page plus the queries and clicks
-        # so far say what the agent needs (a full-page history tripled the prompt, to ~450 tokens)
-        history_entry="> {action}",
-        action_separator=", ",
-        history_window=4,
-        require_think=False,
-    ),
+    # past actions only: a WebShop page is long, and the current page plus the queries and clicks
+    # so far say what the agent needs (a full-page history tripled the prompt, to ~450 tokens)
+    "compact": compact_preset(history_entry="> {action}", history_window=4),
 }

@@ -26,8 +26,9 @@ Departures, each because the original needs something we do not ship:
    thefuzz also keeps non-ASCII letters above U+00FF and underscores, which product text rarely has.
 2. Nouns come from the product record (``Product.nouns``, a list with repeats); webshop-sim fills it
    with the title's type words and brand, the webshop plugin with spaCy's tags, as goal.py does.
-3. ``COLORS`` is our own list of colour words; ``normalize_color`` keeps the rule (the first word of
-   the list found in the string) but not the original list. A catalog may bring its own list
+3. ``COLORS`` (in ``vocab.py``, with the catalog's other word lists) is our own list of colour words;
+   ``normalize_color`` keeps the rule (the first word of the list found in the string) but not the
+   original list. A catalog may bring its own list
    (``Catalog.colors``); the real-data webshop plugin brings WebShop's.
 """
 
@@ -37,14 +38,10 @@ import re
 from typing import TYPE_CHECKING
 
 from prover.envs.webshop_sim.rules import WEBSHOP, Rules
+from prover.envs.webshop_sim.vocab import COLORS
 
 if TYPE_CHECKING:  # pragma: no cover
     from prover.envs.webshop_sim.catalog import Goal, Product
-
-COLORS = ("beige", "black", "blue", "brown", "burgundy", "charcoal", "coral", "cream", "gold", "gray",
-          "green", "grey", "ivory", "khaki", "lavender", "maroon", "navy", "olive", "orange", "pink",
-          "purple", "red", "silver", "tan", "teal", "white", "yellow")
-
 
 def _tokens(s: str) -> list[str]:
     """thefuzz's default processing: lower-case, every non-alphanumeric char becomes a space."""

@@ -20,6 +20,12 @@ class ProductType(NamedTuple):
     price: tuple[float, float]
 
 
+# The colour words the scorer's ``normalize_color`` looks for (ours, not WebShop's list: reward.py, departure 3)
+# and the catalog's default ``Catalog.colors``: a word list, so it lives here with the others.
+COLORS = ("beige", "black", "blue", "brown", "burgundy", "charcoal", "coral", "cream", "gold", "gray",
+          "green", "grey", "ivory", "khaki", "lavender", "maroon", "navy", "olive", "orange", "pink",
+          "purple", "red", "silver", "tan", "teal", "white", "yellow")
+
 OPTION_VALUES: dict[str, tuple[str, ...]] = {
     "color": ("black", "white", "navy", "red", "green", "grey", "pink", "beige", "purple", "yellow",
               "brown", "teal"),

@@ -3,7 +3,7 @@ installed: `pip install -e .`)."""
 
 from __future__ import annotations
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.envs import check_env, make_env
 from prover.envs.checker import check_gymnasium
 

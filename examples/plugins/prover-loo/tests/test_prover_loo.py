@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prover.config import TrainConfig, load_config
+from prover.config import TrainConfig
+from prover.config_load import load_config
 from prover.credit import CreditContext
 from prover.errors import ConfigError
 from prover.registry import CREDIT

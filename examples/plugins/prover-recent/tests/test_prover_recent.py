@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.judges import validate_segment
 from prover.registry import JUDGES

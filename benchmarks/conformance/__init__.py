@@ -1,0 +1,1 @@
+"""Our code beside the reference code it reimplements, on the same inputs."""

@@ -1,0 +1,224 @@
+"""docs/perf.md: the only module that writes it, from the JSON every measuring module of benchmarks.perf keeps
+(benchmarks.perf.results names the files; benchmarks.perf.run's docstring says what each section measures).
+
+    python -m benchmarks.perf.page --render      # rewrite docs/perf.md from benchmarks/results/, measure nothing
+    python -m benchmarks.perf.page --check       # exit 1 when docs/perf.md is not what the results render to
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from benchmarks.perf.page_limits import limits_summary, section_limits
+from benchmarks.perf.results import ROOT, saved_results, today_command, when
+
+PAGE = ROOT / "docs" / "perf.md"
+HEAD = """# Performance
+
+Written by `python -m benchmarks.perf.run` (all sections; `--sections main,verify` reruns some), and only
+rewritten, measuring nothing, by `python -m benchmarks.perf.page --render` from `benchmarks/results/perf/*.json`
+and the other results `benchmarks/README.md` lists (the section on asynchronous rollouts comes from
+`python -m benchmarks.perf.async_rollout`, `benchmarks/results/async_rollout.json`). The machine is a shared
+2-core CPU box, so each number is best read as a ratio within its own section: the sections were measured at
+different times under different loads (the load average is printed with each).
+"""
+
+
+def adaptive_rule(verify: dict) -> dict | None:
+    """The verify table's row for the default adaptive rule (the first adaptive rule on the same draws
+    whose settings match ProVer's defaults)."""
+    from prover.credit.prover import ProVerConfig
+
+    d = ProVerConfig()
+    for row in verify.get("table", []):
+        s = row["settings"]
+        defaults = ("samples", "round_size", "free_samples", "saturation", "confidence")
+        if (row["draws"] == "same draws" and s.get("verify") == "adaptive"
+                and all(s.get(name, getattr(d, name)) == getattr(d, name) for name in defaults)):
+            return row
+    return None
+
+
+def summary(r: dict) -> list[str]:
+    lines = ["## Summary", "", "| quantity | value |", "|---|---|"]
+    if "main" in r:
+        runs = r["main"]["runs"]
+        for run in runs:
+            lines.append(f"| main job, {run['label']}: wall time; CPU time (one thread) | {run['wall_s']:.0f} s; "
+                         f"{run['cpu_s']:.0f} s (held-out success {run['eval_before']:.3f} -> "
+                         f"{run['eval_after']:.3f}) |")
+        if len(runs) > 1:
+            lines.append(f"| main job, after / before: wall time; CPU time | "
+                         f"{runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x; "
+                         f"{runs[-1]['cpu_s'] / runs[0]['cpu_s']:.2f}x |")
+        last = runs[-1]
+        ratio = (last["rollout_tokens"] + last["branch_tokens"]) / last["rollout_tokens"]
+        lines.append(f"| main job (default: ProVer, its default verify rule): (rollout + branch) / rollout tokens "
+                     f"| {ratio:.3f} |")
+    if "overhead" in r:
+        arms = r["overhead"]["arms"]
+        grpo = arms["GRPO"]
+        for name, a in arms.items():
+            if name == "GRPO":
+                continue
+            tok = (a["cost/rollout_tokens"] + a["cost/branch_tokens"]) / a["cost/rollout_tokens"]
+            lines.append(f"| {name}: (rollout + branch) / rollout tokens; step time / GRPO's | {tok:.3f}; "
+                         f"{a['time/step'] / grpo['time/step']:.2f}x |")
+    if "verify" in r:
+        row = adaptive_rule(r["verify"])
+        if row is not None:
+            lines.append(f"| default adaptive rule ({row['rule']}): decisions agreeing with fixed K=32 on the same "
+                         f"draws | {100 * row['agreement']:.1f}% of {r['verify']['proposals']} proposals |")
+    if "limits" in r:
+        lines += limits_summary(r["limits"])
+    for key, which in (("cell", "a pivot-sim bench cell"), ("later-cell", "a matrix's later cell of a seed")):
+        if key in r:
+            lines.append(f"| {which}, after {r[key]['after']} / before {r[key]['before']} (threads "
+                         f"{r[key]['threads']}, {len(r[key]['seeds'])} seeds side by side): wall time; CPU time | "
+                         f"{after_over_before(r[key], 'wall_s'):.2f}x; {after_over_before(r[key], 'cpu_s'):.2f}x |")
+    if "async" in r:
+        ratios = [x for s in r["async"]["summary"].values() for x in s["async_over_sync_steps_per_hour"]]
+        lines.append(f"| asynchronous / synchronous RL steps per hour (rollout.max_off_policy_steps=1) | "
+                     f"{min(ratios):.2f}x-{max(ratios):.2f}x |")
+    return lines
+
+
+def section_main(res: dict) -> list[str]:
+    lines = ["## The main job, phase by phase", "", when(res), "",
+             "`prover train` with no overrides (build the tiny policy, warm start, evaluate, 12 ProVer steps, "
+             "evaluate), run in-process with clocks around each phase; install time is not included.", ""]
+    runs = res["runs"]
+    names = list(runs[-1]["phases"])
+    lines += ["| phase | " + " | ".join(f"{r['label']} s | share" for r in runs) + " |",
+              "|---|" + "---|---|" * len(runs)]
+    for name in names:
+        cells = []
+        for r in runs:
+            s = r["phases"].get(name, 0.0)
+            cells += [f"{s:.1f}", f"{s / r['wall_s']:.1%}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{r['wall_s']:.0f}** | 100%" for r in runs) + " |")
+    lines.append("| CPU seconds (one thread) | " + " | ".join(f"{r['cpu_s']:.0f} | " for r in runs) + " |")
+    lines.append("| held-out success, warm start -> after RL | " + " | ".join(
+        f"{r['eval_before']:.3f} -> {r['eval_after']:.3f} | " for r in runs) + " |")
+    return lines
+
+
+def section_verify(res: dict) -> list[str]:
+    from benchmarks.studies.verify_agreement import markdown
+
+    drawn = [when(res, "drawn"), ""] if "drawn" in res else []  # rules replayed on draws kept from then
+    return ["## Verification rules against fixed K = 32", "", when(res), "", *drawn,
+            f"`python -m benchmarks.studies.verify_agreement --batches {res['batches']} {' '.join(res['overrides'])}`",
+            "", markdown(res)]
+
+
+def section_overhead(res: dict) -> list[str]:
+    lines = ["## ProVer's cost over GRPO", "", when(res), "",
+             f"{res['steps']} RL steps per arm from the main job's warm-started policy, seed 0, the same tasks.", "",
+             "| arm | rollout tokens | branch tokens | (rollout + branch) / rollout | s/step | step time / GRPO's "
+             "| valid proposals | accepted |", "|---|---|---|---|---|---|---|---|"]
+    grpo_s = res["arms"]["GRPO"]["time/step"]
+    for name, a in res["arms"].items():
+        tok = (a["cost/rollout_tokens"] + a["cost/branch_tokens"]) / a["cost/rollout_tokens"]
+        lines.append(f"| {name} | {a['cost/rollout_tokens']:.0f} | {a['cost/branch_tokens']:.0f} | {tok:.3f} "
+                     f"| {a['time/step'] / res['steps']:.1f} | {a['time/step'] / grpo_s:.2f}x "
+                     f"| {a['credit/valid_proposals']:.0f} | {a['credit/accepted']:.0f} |")
+    return lines
+
+
+def section_cell(res: dict, later: dict | None = None) -> list[str]:
+    from benchmarks.perf.cell_speed import table
+
+    lines = ["## A bench cell, before and after", "", when(res), "", *table(res)]
+    if later:
+        lines += ["", "### A matrix's later cell of a seed", "", when(later), "", *table(later), "",
+                  cell_reading(res, later)]
+    return lines
+
+
+def after_over_before(res: dict, seconds: str) -> float:
+    """A cell measurement's ``seconds`` (wall_s or cpu_s), summed over its seeds, after over before."""
+    seeds = res["seeds"].values()
+    return sum(r["after"][seconds] for r in seeds) / sum(r["before"][seconds] for r in seeds)
+
+
+def cell_reading(first: dict, res: dict) -> str:
+    """Why half a cell's time is out of reach: its training steps alone are about half of it."""
+    seeds = res["seeds"].values()
+    wall, steps = sum(r["before"]["wall_s"] for r in seeds), sum(r["before"]["step_s"] for r in seeds)
+    first_cpu, cpu = after_over_before(first, "cpu_s"), after_over_before(res, "cpu_s")
+    return (f"**Reading.** Reading the step-0 evaluation saves its sampling and nothing else: every seed's "
+            f"held-out success is the same to the last episode. The cell's 12 training steps (rollout, ProVer's "
+            f"credit, the learner) took {steps:.0f} s of the before tree's {wall:.0f} s ({steps / wall:.0%}); the "
+            "rest is the three evaluations and start-up. So a cell at half today's time needs the training steps "
+            "themselves faster, not only the evaluations; both are bound by this CPU's arithmetic at one thread "
+            "(the limit section: prefill 46-54% of the peak, the SFT and learner 45-48%). The levers so far took "
+            f"a cell's CPU time to {first_cpu:.2f}x ({first['before']} to {first['after']}: padding, prefix "
+            f"sharing; the bench already ran at one thread) and then {cpu:.2f}x ({res['before']} to "
+            f"{res['after']}: this cache), about {first_cpu * cpu:.2f}x in all, measured at "
+            "different loads.")
+
+
+def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
+    output = f"```text\n{res['output']}\n```" if fenced else res["output"]
+    return [f"## {title}", "", when(res), "", f"`{today_command(res['command'])}`", "", output]
+
+
+def render(results: dict) -> str:
+    parts = [HEAD.strip(), ""] + summary(results)
+    if "main" in results:
+        parts += [""] + section_main(results["main"])
+    if "limits" in results:
+        parts += [""] + section_limits(results["limits"])
+    if "verify" in results:
+        parts += [""] + section_verify(results["verify"])
+    if "overhead" in results:
+        parts += [""] + section_overhead(results["overhead"])
+    if "envs" in results:
+        parts += [""] + section_script("Environments: steps/s and snapshots", results["envs"])
+    if "credit" in results:
+        parts += [""] + section_script("Credit methods: advantage time on one recorded batch", results["credit"])
+    if "prefix" in results:
+        parts += [""] + section_script("Lever: shared prompt prefixes", results["prefix"], fenced=True)
+    if "cell" in results:
+        parts += [""] + section_cell(results["cell"], results.get("later-cell"))
+    if "recipes" in results:
+        from benchmarks.perf.main_job_recipes import section
+
+        parts += [""] + section(results["recipes"], results.get("sft_levers"))
+    if "async" in results:
+        from benchmarks.perf.async_rollout import section as async_section
+
+        parts += [""] + async_section(results["async"])
+    if {"chat-step", "kv-cache", "learner-sequences", "bf16", "llama-vs-hf", "branch-prefill"} & set(results):
+        from benchmarks.perf.page_real_model import section as real_model_section
+
+        parts += [""] + real_model_section(results)
+    return "\n".join(parts) + "\n"
+
+
+
+def write_page() -> None:
+    """docs/perf.md from every saved result (the one place that writes it)."""
+    PAGE.write_text(render(saved_results()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--render", action="store_true", help="rewrite docs/perf.md from the saved results")
+    what.add_argument("--check", action="store_true", help="only say whether docs/perf.md is what they render to")
+    args = ap.parse_args(argv)
+    if args.check:
+        same = PAGE.is_file() and PAGE.read_text() == render(saved_results())
+        print(f"{PAGE.relative_to(ROOT)} {'is' if same else 'is not'} what the saved results render to")
+        return 0 if same else 1
+    write_page()
+    print(PAGE.read_text().split("\n## ")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Files written whole or not at all, and JSON-lines files read back record by record: the two file habits
+every room shares (the run folder, the trackers' ids, the bench's cells and tables, the evaluation cache,
+the policy digests). A ground-floor room: it imports nothing of prover's, so any room may use it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it: a reader, or a process killed
+    mid-write, sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two processes (benches, ranks) may write one file
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file of a run folder; [] if there is none. A line torn by a kill
+    mid-write is skipped (a resumed run rewrites that step)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows

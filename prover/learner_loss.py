@@ -1,0 +1,103 @@
+"""The learner's loss on one micro-batch: PPO-clip with dual clip, optional KL to the initial policy, entropy.
+
+Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl's core_algos):
+
+    L1 = -A rho,   L2 = -A clip(rho, 1 - clip_low, 1 + clip_high),   Lclip = max(L1, L2)
+    L  = min(Lclip, -A c) if A < 0 else Lclip                   (dual clip, c = dual_clip_c)
+    loss = agg(L) + kl_coef agg(KL(logp, logp_ref)) - entropy_coef agg(H)
+
+``agg`` sums each token's term times its weight (``learner_rows.token_weights``, which spread one of verl's
+loss_agg_modes over the whole mini-batch), over the tokens the rows train. prover/learner.py runs the
+forward passes, the backward and the optimizer step around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from prover.config import LearnerConfig
+from prover.learner_rows import Row
+
+
+def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "k1":
+        return logp - ref
+    if kind == "k2":
+        return 0.5 * (logp - ref) ** 2
+    if kind == "abs":
+        return (logp - ref).abs()
+    d = (ref - logp).clamp(-20, 20)  # k3, verl's low_var_kl; clamping d first keeps exp finite
+    return (torch.exp(d) - d - 1).clamp(-10, 10)
+
+
+def ppo_token_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor,
+                   cfg: LearnerConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dual-clip PPO loss per token, and where the clipped term won (for ``clipfrac``)."""
+    ratio = torch.exp((logp - old).clamp(-20, 20))  # clamped as upstream verl does
+    l1 = -adv * ratio
+    l2 = -adv * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+    lclip = torch.maximum(l1, l2)
+    return torch.where(adv < 0, torch.minimum(lclip, -adv * cfg.dual_clip_c), lclip), l2 > l1
+
+
+def right_aligned(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
+    """Each array at the end of a row of ``width`` zeros (completions end at the last column)."""
+    out = torch.zeros((len(arrays), width), dtype=torch.float32)
+    for i, a in enumerate(arrays):
+        out[i, width - len(a):] = torch.from_numpy(np.asarray(a, np.float32))
+    return out.to(device)
+
+
+@dataclass
+class TokenLosses:
+    """One micro-batch's loss terms per token, (rows, width), and which tokens count with what weight."""
+
+    trained: torch.Tensor  # bool: the completion tokens the rows train
+    weight: torch.Tensor  # each token's share of the mini-batch's loss (learner.loss_agg)
+    pg: torch.Tensor  # the dual-clip PPO loss
+    clipped: torch.Tensor  # bool: the clipped term won
+    entropy: torch.Tensor
+    kl: torch.Tensor  # KL to the reference; zeros without a KL term
+    logp: torch.Tensor  # the policy's log-probs of the targets
+    old: torch.Tensor  # the sampling policy's (Turn.logprobs)
+
+    def weighted_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """agg(x): the sum over trained tokens of x times the token's weight."""
+        return torch.where(self.trained, x * self.weight, torch.zeros_like(x)).sum()
+
+    def loss(self, cfg: LearnerConfig) -> torch.Tensor:
+        """What the backward pass differentiates: agg(L) - entropy_coef agg(H) + kl_coef agg(KL)."""
+        total = self.pg
+        if cfg.entropy_coef > 0:
+            total = total - cfg.entropy_coef * self.entropy
+        if cfg.kl_coef > 0:
+            total = total + cfg.kl_coef * self.kl
+        return self.weighted_sum(total)
+
+    def sums(self) -> dict[str, float]:
+        """The weighted sums the learner logs (summed over micro-batches, they are the mini-batch's)."""
+        with torch.no_grad():
+            return {"pg_loss": float(self.weighted_sum(self.pg)), "kl": float(self.weighted_sum(self.kl)),
+                    "entropy": float(self.weighted_sum(self.entropy)),
+                    "clipfrac": float(self.weighted_sum(self.clipped.float())),
+                    "ppo_kl": float(self.weighted_sum(self.old - self.logp))}
+
+
+def token_losses(logits: torch.Tensor, targets: torch.Tensor, trained: torch.Tensor, turns: list[Row],
+                 weights: list[np.ndarray], cfg: LearnerConfig, ref_logp: torch.Tensor | None) -> TokenLosses:
+    """The loss terms of the micro-batch whose policy logits are ``logits`` (``learner_rows.row_logits``);
+    ``turns`` are its turn rows in order, ``weights`` theirs, ``ref_logp`` the reference's log-probs of the
+    targets (None without a KL term)."""
+    dev, width = logits.device, logits.shape[1]
+    logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    old = right_aligned([t.old_logprobs for t in turns], width, dev)
+    adv = right_aligned([t.advantages for t in turns], width, dev)
+    pg, clipped = ppo_token_loss(torch.where(trained, logp, old), old, adv, cfg)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    kl = kl_penalty(logp, ref_logp, cfg.kl_type) if ref_logp is not None else torch.zeros_like(pg)
+    return TokenLosses(trained, right_aligned(weights, width, dev), pg, clipped, entropy, kl, logp, old)
