@@ -15,7 +15,7 @@ import pytest
 from global_rng_envs import DeclaredDiceEnv, DiceEnv, NativeDiceEnv, SharedCounterEnv
 
 from prover.async_rollout import EnvFactory
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.envs import check_env, make_configured_env, make_env
 from prover.envs.checker import check_snapshot_restore
 from prover.envs.global_rng import GlobalRngIsolation, GlobalRngSlot, isolated_class

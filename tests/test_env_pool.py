@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prover.branching import Brancher, BranchRequest
-from prover.config import load_config
+from prover.config_load import load_config
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
 from prover.rollout import Rollout, build_rollout
