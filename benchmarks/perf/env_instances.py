@@ -1,6 +1,6 @@
 """Env instances and credit seconds per step with branching continuations on a bounded pool (issue 47 §3).
 
-    python benchmarks/env_instances.py [--bound N] -- <prover train overrides>
+    python -m benchmarks.perf.env_instances [--bound N] -- <prover train overrides>
 
 Runs the same ``prover train`` twice in this tree, one after the other: with ``rollout.max_branch_envs``
 so large that every continuation gets its own instance (what the rollout did before the pool was
