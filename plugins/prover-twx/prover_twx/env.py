@@ -45,7 +45,9 @@ class TwxEnv(TextEnv):
     """TextWorld-Express on its Java engine; see the module docstring."""
 
     native_snapshot = False
-    # off the gold path there is no expert, and the warm start needs one at every turn
+    # off the gold path there is no expert: a warm start with random actions ends such an episode at the
+    # action that left the path (expert_follows_plan), so the recipe clones the gold path unperturbed
+    expert_follows_plan: ClassVar[bool] = True
     train_recipe: ClassVar[dict[str, Any]] = {"warmstart.random_action_share": 0.0}
 
     def __init__(self, *, game: str = "coin", game_params: str = "", max_steps: int = 50,
