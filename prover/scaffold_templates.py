@@ -125,9 +125,12 @@ class ${cls}(TextEnv):
 
 ENV_TEST = '''\
 """The ${name} env keeps the env contract, found by name as `prover train` finds it (the package must be
-installed: `pip install -e .`)."""
+installed: `pip install -e .`). Every test reads only the contract (actions from `admissible_actions` or the
+expert, the class's own `train_recipe`), so they still hold once your env replaces the example's."""
 
 from __future__ import annotations
+
+import pytest
 
 from prover.config_load import load_config
 from prover.envs import check_env, make_env
@@ -136,11 +139,18 @@ from prover.envs.checker import check_gymnasium
 from ${module} import ${cls}
 
 
+def an_action(env: ${cls}, info: dict) -> str:
+    """A legal action from here: the first admissible one, else the expert's."""
+    action = (info.get("admissible_actions") or [None])[0] or env.expert_action()
+    if action is None:
+        pytest.skip("the env lists no admissible actions and has no expert")
+    return action
+
+
 def test_check_env_passes_on_the_env_found_by_name() -> None:
     env = make_env("${name}")
     assert isinstance(env, ${cls})
-    # one type check, then per seed: reset, step types, determinism, snapshot-restore, state key
-    assert check_env(env, seeds=tuple(range(5))) == 1 + 5 * 5
+    assert check_env(env, seeds=tuple(range(5))) > 0  # a broken rule raises, naming it
     assert check_gymnasium(env) == 1
 
 
@@ -149,27 +159,37 @@ def test_the_expert_wins_every_task_of_both_splits() -> None:
     for split in ("train", "test"):
         for seed in range(20):
             env.reset(seed=seed, options={"split": split})
-            done = False
-            while not done:
+            if env.expert_action() is None:
+                pytest.skip("the env has no expert (the warm start needs one)")
+            done = truncated = False
+            while not (done or truncated):
                 _, reward, done, truncated, info = env.step(env.expert_action())
-                assert not truncated
-            assert info["won"] and reward == 1.0
+            assert info["won"] and not truncated, f"the expert lost task {seed} of {split}"
 
 
 def test_restore_goes_back_to_the_snapshot() -> None:
     env = ${cls}()
-    env.reset(seed=3)
-    env.step("turn right")
-    snap = env.snapshot()
-    env.step("turn right")
+    for seed in range(10):  # a task whose first action leaves the episode running
+        _, info = env.reset(seed=seed)
+        _, _, done, truncated, info = env.step(an_action(env, info))
+        if not (done or truncated):
+            break
+    else:
+        pytest.skip("every episode ended at its first action")
+    snap, key, action = env.snapshot(), env.state_key(), an_action(env, info)
+    first = env.step(action)
     env.restore(snap)
-    assert env.state_key() == (env.target, 1)
-    assert env.step("turn left")[0] == "The dial shows 0."
+    assert env.state_key() == key
+    assert env.step(action)[:4] == first[:4]
 
 
 def test_the_recipe_sets_what_the_config_leaves_unset() -> None:
-    assert load_config(None, ["env.name=${name}"]).rollout.max_turns == 12
-    assert load_config(None, ["env.name=${name}", "rollout.max_turns=5"]).rollout.max_turns == 5
+    for key, value in ${cls}.train_recipe.items():
+        section, field = key.rsplit(".", 1)
+        loaded = load_config(None, ["env.name=${name}"])
+        for part in section.split("."):
+            loaded = getattr(loaded, part)
+        assert getattr(loaded, field) == value, key
 '''
 
 CREDIT_CODE = '''\

@@ -26,6 +26,26 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"env": "scaf-env", "credit": "scaf_credit", "judge": "scaf-judge"}  # both separators
 EXAMPLES = {"env": "dial", "credit": "loo", "judge": "recent"}  # examples/plugins/prover-<name>
 TIMEOUT_S = 240
+# The scaffold's env with its example replaced, as a user replaces the dial with their own game: other
+# words, another state key, no training recipe. The generated tests must still pass on it (issue 47: the
+# first template's checked the dial's own text, key and recipe, and failed once the dial was gone).
+REPLACED = "swapped"
+REPLACED_ENV = """
+
+class SwappedEnv(ScaffoldedEnv):
+    train_recipe: ClassVar[dict[str, Any]] = {}
+
+    def state_key(self) -> Hashable:
+        return ("replaced", *super().state_key())
+
+    def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
+        obs, info = super()._reset(seed, options)
+        return obs.replace("dial", "wheel"), info
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = super()._step(action)
+        return obs.replace("dial", "wheel"), reward, terminated, truncated, info
+"""
 
 
 def start(argv: list[str], cwd: Path, site: Path) -> subprocess.Popen:
@@ -44,6 +64,10 @@ def scaffolded(tmp_path_factory) -> dict:
     dirs = [root / f"prover-{name}" for name in NAMES.values()]
     for (kind, name), folder in zip(NAMES.items(), dirs):
         assert main(["new", kind, name, "--dir", str(folder)]) == 0
+    dirs.append(root / f"prover-{REPLACED}")
+    assert main(["new", "env", REPLACED, "--dir", str(dirs[-1])]) == 0
+    env_py = dirs[-1] / "prover_swapped" / "env.py"
+    env_py.write_text(env_py.read_text().replace("class SwappedEnv(", "class ScaffoldedEnv(") + REPLACED_ENV)
     site = root / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                           "--no-index", "--target", str(site), *map(str, dirs)],
@@ -86,7 +110,7 @@ def test_each_package_passes_its_own_tests(scaffolded) -> None:
     code, out = scaffolded["own tests"]
     assert code == 0, out
     passed = [line for line in out.splitlines() if line.startswith("PASSED ")]  # -rA lists every one
-    for name in NAMES.values():
+    for name in [*NAMES.values(), REPLACED]:
         assert any(f"test_prover_{name.replace('-', '_')}.py::" in line for line in passed), (name, out)
     assert "skipped" not in out, out
 
