@@ -238,7 +238,7 @@ def test_eval_closes_its_engine_and_envs_however_it_ends(tiny_policy_dir, tmp_pa
     assert closed == ["env", "env", "engine"]  # one env per eval episode, then the engine
 
     def fail(cfg, rollout):
-        rollout._envs(1)  # the failure comes after an env was built
+        rollout.pool.take(1)  # the failure comes after an env was built
         raise ConfigError("the evaluation failed")
 
     closed.clear()
