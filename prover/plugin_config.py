@@ -34,7 +34,6 @@ from typing import Any, ClassVar, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from prover.config import EnvConfig
 from prover.errors import ConfigError, validation_line
 from prover.registry import ENVS, REGISTRIES
 
@@ -176,6 +175,10 @@ def settings_help(registry: str, section: str, name: str | None) -> list[tuple[s
 def recipe_help(tree: dict | None = None) -> list[str]:
     """``--help`` lines: the ``train_recipe`` of the env that ``tree`` (a config's sections, unchecked)
     names, else of the default env, and how to see another plugin's settings."""
+    # here, not at the top: the schema's models make pydantic read its plugins' entry points, and importing
+    # prover (every TextEnv is Configurable) must read none (test_registry)
+    from prover.config import EnvConfig
+
     env = (tree or {}).get("env")
     name = str(env["name"]) if isinstance(env, dict) and "name" in env else EnvConfig.model_fields["name"].default
     try:
