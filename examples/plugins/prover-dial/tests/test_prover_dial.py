@@ -37,7 +37,7 @@ def test_the_expert_wins_every_task_of_both_splits() -> None:
                 pytest.skip("the env has no expert (the warm start needs one)")
             done = truncated = False
             while not (done or truncated):
-                _, reward, done, truncated, info = env.step(env.expert_action())
+                _, _, done, truncated, info = env.step(env.expert_action())
             assert info["won"] and not truncated, f"the expert lost task {seed} of {split}"
 
 
