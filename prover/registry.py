@@ -54,15 +54,27 @@ class Entry:
         return self.loaded
 
 
+def split_target(spec: str) -> tuple[str, str] | None:
+    """``"package.module:Object.attr"`` as (module, attribute path), or None when it is not of that form."""
+    module_name, sep, attr = str(spec).partition(":")
+    return (module_name, attr) if sep and module_name and attr else None
+
+
+def load_target(module_name: str, attr: str) -> Any:
+    """Import ``module_name`` and follow the dotted ``attr`` in it; whatever the import raises propagates."""
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def _import_target(spec: str, name: str, origin: str = "") -> Any:
     who = f"{name!r} (from {origin})" if origin else repr(name)  # names the distribution of an entry point
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
+    target = split_target(spec)
+    if target is None:
         raise PluginLoadError(f"{who}: target {spec!r} is not of the form 'package.module:Object'")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        obj = load_target(*target)
     except Exception as exc:  # any failure of a plugin's import is that plugin's failure only
         raise PluginLoadError(f"{who}: could not load {spec!r}: {type(exc).__name__}: {exc}") from exc
     except SystemExit as exc:  # a plugin that exits while imported would end prover silently, with its code

@@ -33,7 +33,6 @@ check of branching credit methods (ProVer, SPO) reads.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Hashable
 from typing import Annotated, Any
@@ -44,6 +43,7 @@ from pydantic import Field
 
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError, ContractError
+from prover.registry import load_target, split_target
 
 NAMESPACE = "prover"
 ENTRY_POINT = "prover.envs.gym:make_prover_env"
@@ -131,13 +131,11 @@ def _make_gym_env(gym_id: str, gym_kwargs: dict[str, Any]) -> gymnasium.Env:
 
 def _load_obs_to_text(spec: str) -> Callable[[Any, gymnasium.Env], str]:
     """The function ``spec`` (``module:function``) names; ConfigError in one line when it names none."""
-    module_name, sep, attr = str(spec).partition(":")
-    if not sep or not module_name or not attr:
+    target = split_target(spec)
+    if target is None:
         raise ConfigError(f"env 'gymnasium': obs_to_text={spec!r} is not of the form module:function")
     try:
-        fn: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            fn = getattr(fn, part)
+        fn = load_target(*target)
     except Exception as exc:  # noqa: BLE001  (any failure of the user's module is reported as theirs)
         raise ConfigError(f"env 'gymnasium': obs_to_text={spec!r} does not load: "
                           f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
