@@ -239,6 +239,8 @@ class Trainer:
                 self.batches.close()  # the rollout worker, when there is one
             if self.engine is not None:
                 self.engine.close()  # e.g. the sglang engine's weight-update group
+            if getattr(self, "rollout", None) is not None:
+                self.rollout.close()  # its pooled envs (a JVM each for TWX): a bench runs many cells in one process
         finally:
             if self.lock is not None:
                 self.lock.release()
