@@ -289,8 +289,11 @@ class Trainer:
                 if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
                     self.evaluate(step)
                 advance()
-        final = self.evaluate(cfg.steps) if not any(
-            r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
+        try:
+            final = self.evaluate(cfg.steps) if not any(
+                r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
+        finally:
+            self.rollout.close()  # the final evaluation's envs, made after close() closed the training's
         return self.report.summary(run.history(), final)
 
 

@@ -30,7 +30,7 @@ def test_a_run_closes_the_envs_its_rollout_made(tmp_path, capsys) -> None:
     args = ["train", *TINY_RUN, "steps=1", "warmstart.enabled=false", f"env.name={__name__}:CountedEnv",
             f"run.dir={tmp_path / 'run'}"]
     assert main(args) == 0, capsys.readouterr().err
-    # the rollout keeps one instance per episode of a step, TINY_RUN's 2 groups x 3 (the evaluation's 4
-    # episodes reuse them): all 6 are closed. (Others are made and dropped before training: the tokenizer's
-    # corpus env, the config check's.)
-    assert CountedEnv.closed >= 2 * 3, (CountedEnv.made, CountedEnv.closed)
+    # the rollout keeps one instance per episode of a step, TINY_RUN's 2 groups x 3, closed when the loop
+    # ends; the final evaluation then makes 4 more (eval.episodes=4), closed after it: 10 in all. (Others are
+    # made and dropped before training: the tokenizer's corpus env, the config check's.)
+    assert CountedEnv.closed >= 2 * 3 + 4, (CountedEnv.made, CountedEnv.closed)
