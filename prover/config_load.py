@@ -19,7 +19,7 @@ from prover.config import EnvConfig, TrainConfig
 from prover.config_checks import check_env_settings, check_parts_fit
 from prover.config_overrides import parse_override, type_overrides_by_field
 from prover.errors import ConfigError, ProverError, validation_line
-from prover.plugin_config import Configurable
+from prover.plugin_config import Configurable, env_recipe
 from prover.registry import ENVS
 from prover.yaml_files import read_yaml
 
@@ -96,9 +96,7 @@ def _apply_env_recipe(tree: dict) -> None:
         env_cls = ENVS.get(name)
     except ProverError:
         return  # an unknown or broken env is reported by check_parts_fit, with the closest name
-    # Only the class's own recipe: a subclass (a plugin env over a sim) takes other constructor
-    # arguments, so a recipe inherited from its parent would break it.
-    recipe = env_cls.__dict__.get("train_recipe", {}) if isinstance(env_cls, type) else {}
+    recipe = env_recipe(env_cls, env.get("kwargs") if isinstance(env, dict) else None)
     _check_recipe_kwargs(name, env_cls, recipe)
     for dotted, value in recipe.items():
         if not _is_set(tree, dotted):

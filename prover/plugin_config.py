@@ -172,6 +172,18 @@ def settings_help(registry: str, section: str, name: str | None) -> list[tuple[s
             for key, typ, default, desc in settings]
 
 
+def env_recipe(env_cls: Any, env_kwargs: Any) -> dict[str, Any]:
+    """The class's own ``train_recipe`` (not one inherited: a subclass, a plugin env over a sim, takes other
+    constructor arguments), updated by its own ``train_recipe_for(env_kwargs)`` when it defines one: a
+    recipe that depends on the settings, e.g. the warm start only for the games that have an expert."""
+    if not isinstance(env_cls, type):
+        return {}
+    recipe = dict(env_cls.__dict__.get("train_recipe", {}))
+    if "train_recipe_for" in env_cls.__dict__:
+        recipe.update(env_cls.train_recipe_for(dict(env_kwargs) if isinstance(env_kwargs, dict) else {}))
+    return recipe
+
+
 def recipe_help(tree: dict | None = None) -> list[str]:
     """``--help`` lines: the ``train_recipe`` of the env that ``tree`` (a config's sections, unchecked)
     names, else of the default env, and how to see another plugin's settings."""
@@ -183,7 +195,7 @@ def recipe_help(tree: dict | None = None) -> list[str]:
     name = str(env["name"]) if isinstance(env, dict) and "name" in env else EnvConfig.model_fields["name"].default
     try:
         env_cls = ENVS.get(name)
-        recipe = env_cls.__dict__.get("train_recipe", {}) if isinstance(env_cls, type) else {}
+        recipe = env_recipe(env_cls, env.get("kwargs") if isinstance(env, dict) else None)
     except Exception as exc:  # noqa: BLE001  (a broken env is that env's problem; help still prints)
         recipe, name = {}, f"{name} (does not load: {' '.join(str(exc).split())})"
     lines = [f"train_recipe of env {name!r} (set where the config does not, when model.path is tiny):"]

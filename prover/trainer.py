@@ -239,6 +239,8 @@ class Trainer:
                 self.batches.close()  # the rollout worker, when there is one
             if self.engine is not None:
                 self.engine.close()  # e.g. the sglang engine's weight-update group
+            if getattr(self, "rollout", None) is not None:
+                self.rollout.close()  # its pooled envs (a JVM each for TWX): a bench runs many cells in one process
         finally:
             if self.lock is not None:
                 self.lock.release()
@@ -287,8 +289,11 @@ class Trainer:
                 if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
                     self.evaluate(step)
                 advance()
-        final = self.evaluate(cfg.steps) if not any(
-            r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
+        try:
+            final = self.evaluate(cfg.steps) if not any(
+                r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
+        finally:
+            self.rollout.close()  # the final evaluation's envs, made after close() closed the training's
         return self.report.summary(run.history(), final)
 
 

@@ -229,6 +229,31 @@ def test_env_train_recipe_fills_only_what_the_user_left_unset(tmp_path):
     assert (cfg.warmstart, cfg.env.kwargs) == (TrainConfig().warmstart, {})
 
 
+class RecipeByKwargsEnv(RecipeEnv):
+    """A recipe that depends on the settings: ``train_recipe_for`` updates the class's own recipe."""
+
+    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.episodes": 77}
+
+    @classmethod
+    def train_recipe_for(cls, kwargs: dict) -> dict[str, Any]:
+        return {"warmstart.enabled": False} if kwargs.get("size") == 0 else {"warmstart.epochs": 5}
+
+
+class RecipeByKwargsChild(RecipeByKwargsEnv):
+    """Inherits the classmethod: neither it nor the parent's recipe applies to a subclass."""
+
+
+def test_train_recipe_for_reads_the_env_kwargs_as_written():
+    env = f"env.name={__name__}:RecipeByKwargsEnv"
+    cfg = load_config(None, [env])
+    assert (cfg.warmstart.episodes, cfg.warmstart.epochs, cfg.warmstart.enabled) == (77, 5, True)
+    cfg = load_config(None, [env, "env.kwargs.size=0"])
+    assert (cfg.warmstart.episodes, cfg.warmstart.epochs, cfg.warmstart.enabled) == (77, 2, False)
+    cfg = load_config(None, [env, "env.kwargs.size=0", "warmstart.enabled=true"])
+    assert cfg.warmstart.enabled  # what the user sets wins
+    assert load_config(None, [f"env.name={__name__}:RecipeByKwargsChild"]).warmstart == TrainConfig().warmstart
+
+
 def test_unknown_credit_lists_known_names_and_the_closest_match():
     with pytest.raises(NameNotFound) as err:
         load_config(None, ["credit.name=grop"])

@@ -62,7 +62,9 @@ the constructor's signature unless the env declares one.
 ``train_recipe`` (class attribute): dotted config settings with which the tiny policy learns this env,
 e.g. ``{"warmstart.episodes": 3000}``. When ``model.path`` is ``tiny``, ``load_config`` applies each one
 that the user's file and overrides leave unset, so ``prover train env.name=<env>`` starts from a
-setting that works.
+setting that works. A recipe that depends on the env's settings comes from the classmethod
+``train_recipe_for(kwargs) -> dict`` (optional; ``kwargs`` are ``env.kwargs`` as written, defaults not
+filled in), which updates ``train_recipe``; e.g. the warm start only for the games that have an expert.
 
 Agent-facing text lives with the env as data: ``agent_spec`` holds the prompt templates, the history
 window and the action parser, shared exactly between an embedded env and the real benchmark.

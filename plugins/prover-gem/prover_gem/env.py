@@ -21,7 +21,9 @@ Minesweeper its mines, during play). ``uses_global_rng = True`` declares it, for
 the env also keeps its own copy of both states and swaps it in around every GEM call, so that other code
 drawing between steps changes no game, and a snapshot (a deep copy of the game plus both states) is exact.
 ``state_key`` is a digest of the game object's attributes and of those RNG states.
-There is no expert: the warm start is off (``train_recipe``).
+Expert: binary search for the three Guess the Number ids (``prover_gem.expert``), none for the other games;
+``train_recipe_for`` keeps the warm start on for those ids only (with a warm start size tuned for the tiny
+policy) and turns it off for every other game.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from prover.envs.base import MAX_TEXT, TEXT_CHARSET
 from prover.errors import ConfigError, ContractError
 
 from prover_gem.canon import canonical
+from prover_gem.expert import EXPERT_GAMES, guess_the_number_move
 
 # GEM's game ids that run here without a download (the Wordle, Hangman and WordSearch ids need NLTK's
 # `words` corpus; FifteenPuzzle-v0-random and Crosswords-v0-random fail in gem-llm 0.1.0 itself).
@@ -55,6 +58,7 @@ GAMES = tuple(f"game:{name}" for name in (
     "Game2048-v0-easy", "Game2048-v0-hard", "Game2048-v0-extreme-hard", "Game2048-v0-random",
     "Sokoban-v0-easy", "Sokoban-v0-hard", "Sokoban-v0-random",
     "Crosswords-v0-easy", "Crosswords-v0-hard"))
+DEFAULT_GAME = "game:GuessTheNumber-v0-easy"
 SPLIT_OFFSET = {"train": 0, "eval": 1 << 29, "test": 1 << 30}
 FORMAT_ERRORS = ("noop", "end")
 FORMAT_ERROR_REWARD = -0.1  # gem.utils.constants.LanguageGameReward.format_error_reward
@@ -65,6 +69,11 @@ SPEC = AgentSpec(
                    "Answer with <action>your move</action> (what goes inside \\boxed{{}}).",
     lowercase=False,  # GEM's moves are case-sensitive in places (Crosswords' letters, Sokoban's words)
 )
+
+
+def full_id(game: str) -> str:
+    """A GEM id with its ``game:`` prefix, which may be left out."""
+    return game if game.startswith("game:") else f"game:{game}"
 
 
 @dataclass(frozen=True)
@@ -83,10 +92,17 @@ class GemEnv(TextEnv):
     agent_spec = SPEC
     # Sokoban marks a box on its goal with '√' (the only character past ASCII that the listed games write)
     observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET | {"√"})
-    train_recipe: ClassVar[dict[str, Any]] = {"warmstart.enabled": False}  # GEM's games have no expert
+    # binary search plays on from any guesses (it follows no fixed plan): expert_follows_plan stays False
+    EXPERT_RECIPE: ClassVar[dict[str, Any]] = {"warmstart.episodes": 300}
 
-    def __init__(self, *, game: str = "game:GuessTheNumber-v0-easy", format_error: str = "noop") -> None:
-        game = game if game.startswith("game:") else f"game:{game}"
+    @classmethod
+    def train_recipe_for(cls, kwargs: dict) -> dict[str, Any]:
+        """The warm start (sized for the tiny policy) for the games with an expert; off for the others."""
+        game = str(kwargs.get("game", DEFAULT_GAME))
+        return dict(cls.EXPERT_RECIPE) if full_id(game) in EXPERT_GAMES else {"warmstart.enabled": False}
+
+    def __init__(self, *, game: str = DEFAULT_GAME, format_error: str = "noop") -> None:
+        game = full_id(game)
         if game not in GAMES:
             raise ConfigError(f"gem: game {game!r} is not one this env runs offline; choose one of {list(GAMES)}")
         if format_error not in FORMAT_ERRORS:
@@ -150,6 +166,13 @@ class GemEnv(TextEnv):
         'outside the range', 'already')."""
         text = feedback.lower()
         return any(w in text for w in ("invalid", "not valid", "outside the range", "already"))
+
+    def expert_action(self) -> str | None:
+        """Binary search's next guess in Guess the Number (``prover_gem.expert``); None in the other games
+        and once the episode ended."""
+        if self._gem is None or self.done or self.game not in EXPERT_GAMES:
+            return None
+        return guess_the_number_move(self._gem.unwrapped)
 
     def _info(self, valid: bool) -> dict:
         return {"won": self.won, "is_action_valid": valid, "task": self.task, "game": self.game}

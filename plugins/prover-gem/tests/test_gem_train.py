@@ -1,5 +1,5 @@
 """`prover train env.name=gem` runs a couple of steps with the tiny model under grpo, gigpo and prover (with
-the contrast judge, which reads the env's state_key); GEM has no expert, so the warm start is off."""
+the contrast judge, which reads the env's state_key); Sudoku has no expert, so the recipe turns the warm start off."""
 
 from __future__ import annotations
 

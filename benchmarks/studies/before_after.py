@@ -1,0 +1,62 @@
+"""Held-out success before RL (the shared warm start's evaluation at step 0) and after it, per row and env of a
+bench matrix, with 95% intervals over seeds: the table of docs/bench/interop/README.md.
+
+    python -m benchmarks.studies.before_after --config benchmarks/configs/bench_interop.yaml dir=docs/bench/interop
+
+Before and after: mean over seeds [95% percentile bootstrap CI, prover.bench.stats.bootstrap]. Gain: after minus
+before on the same seed, mean [95% t interval] (with 3 seeds the bootstrap CI is narrower than it should be;
+the t interval is what prover bench's verdicts read too).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from prover.bench.config import load_bench_config
+from prover.bench.matrix import plan
+from prover.bench.stats import Interval, bootstrap, t_interval
+from prover.bench.tables import collect
+
+
+def points(ci: Interval, sign: str = "") -> str:
+    if ci.mean is None:
+        return "–"
+    text = format(100 * ci.mean, f"{sign}.1f")
+    return text if ci.lo is None else f"{text} [{100 * ci.lo:{sign}.1f}, {100 * ci.hi:{sign}.1f}]"
+
+
+def step0(history: list[dict]) -> float:
+    return next(float(r["eval/success"]) for r in history if r.get("phase") == "eval" and r.get("step") == 0)
+
+
+def rows(results: list, envs: list[str], methods: list[str]) -> list[str]:
+    out = ["| env | row | seeds | before RL (%) | after RL (%) | gain (points, 95% t) |", "|---|---|---|---|---|---|"]
+    for env in envs:
+        for row in methods:
+            cells = sorted((r for r in results if r.env == env and r.method == row), key=lambda r: r.seed)
+            if not cells:
+                out.append(f"| {env} | {row} | none | – | – | – |")
+                continue
+            before, after = [step0(r.history) for r in cells], [r.success for r in cells]
+            gain = t_interval([a - b for a, b in zip(after, before)])
+            seeds = ",".join(str(r.seed) for r in cells)
+            out.append(f"| {env} | {row} | {seeds} | {points(bootstrap(before))} | {points(bootstrap(after))} | "
+                       f"{points(gain, '+')} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="benchmarks/configs/bench_interop.yaml")
+    ap.add_argument("overrides", nargs="*", help="dotted overrides of the matrix, e.g. dir=docs/bench/interop")
+    args = ap.parse_args()
+    p = plan(load_bench_config(args.config, args.overrides))
+    results, pending = collect(p)
+    if pending:
+        print(f"{len(pending)} cell(s) not finished: " + "; ".join(f"{c.env} {c.method.row} seed {c.seed}"
+                                                                   for c in pending) + "\n")
+    print("\n".join(rows(results, p.bench.envs, [m.row for m in p.bench.methods])))
+
+
+if __name__ == "__main__":
+    main()
