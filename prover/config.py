@@ -112,11 +112,13 @@ class RolloutConfig(Section):
                                                "ends the episode as truncated (docs/chat.md).")
     max_branch_envs: int | None = Field(None, ge=1, description="Most env instances that branching "
                                         "continuations (ProVer's verification, SPO, budget-matched GRPO, Tree-GRPO) "
-                                        "play on: more continuations take turns on them, each restored from its own "
-                                        "snapshot before its turn, so results are the same and a heavy env (a JVM "
-                                        "per instance) is not made once per continuation. null: groups_per_step x "
-                                        "group_size, the instances the rollout keeps for its own episodes "
-                                        "(metrics env/instances_created, env/instances, env/swaps).")
+                                        "and a batch of more episodes than this (an evaluation) play on: the rest "
+                                        "take turns on them, each restored from its own snapshot before its turn, "
+                                        "so results are the same and a heavy env (a JVM per instance) is not made "
+                                        "once per continuation or held-out episode (an env that cannot snapshot "
+                                        "gets one per episode). null: groups_per_step x group_size, the instances "
+                                        "the rollout keeps for its own episodes (metrics env/instances_created, "
+                                        "env/instances, env/swaps).")
     max_off_policy_steps: int = Field(0, ge=0, description="k: sample step s+1's batch (up to s+k) in a worker "
                                       "process while the learner updates on step s's, so rows of step s come from "
                                       "the policy of max(start, s-1-k) updates; 0 samples each step after the last "

@@ -39,7 +39,7 @@ class _Episode:
     done: bool = False
     limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
     prompt: list[int] | None = None  # chat context: the next turn's prompt, grown by each turn
-    saved: Any = None  # a continuation's state while another one holds its env (prover/envs/pool.py)
+    saved: Any = None  # an episode's state while another one holds its env (prover/envs/pool.py)
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
@@ -83,8 +83,9 @@ def check_env_errors(batch: Batch, max_share: float, env_name: str) -> None:
 
 
 class Rollout:
-    """Collects groups of episodes with an engine; owns a pool of envs reused across calls, of which
-    branching continuations share at most ``max_branch_envs`` (None: as many as the pool holds)."""
+    """Collects groups of episodes with an engine; owns a pool of envs reused across calls. Branching
+    continuations, and a batch of more episodes than the bound (an evaluation), share at most
+    ``max_branch_envs`` instances (None: continuations share as many as the pool holds, episodes get one each)."""
 
     def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
                  sampling: SamplingParams, history_window: int | None = None,
@@ -113,12 +114,15 @@ class Rollout:
         groups, in task order."""
         sizes = group_size if isinstance(group_size, list) else [group_size] * len(task_seeds)
         members = [(s, g) for s, n in zip(task_seeds, sizes) for g in range(n)]
+        envs, shared = self._instances(len(members))
         episodes = []
-        for env, (task_seed, g) in zip(self.pool.take(len(members)), members):
-            task_id = f"{split}/{task_seed}"
+        for k, (task_seed, g) in enumerate(members):
+            env, task_id, saved = envs[k % len(envs)], f"{split}/{task_seed}", None
             try:
                 obs, info = env.reset(seed=task_seed, options={"split": split})
                 problem = contract_problem(obs, 0.0, info)
+                # a shared instance is reset for the next episode at once: keep this one's start
+                saved = env.snapshot() if shared and not problem else None
             except ProverError:
                 raise  # a bad setting (an unknown split) is the user's to fix, not an env fault
             except Exception as exc:  # noqa: BLE001  (any env bug ends this episode, not the run)
@@ -129,12 +133,25 @@ class Rollout:
             obs = bounded_text(obs, self.max_prompt_tokens)
             traj = Trajectory(traj_id=f"{task_id}#{g}", task_id=task_id, task_text=task,
                               gold=env.gold() if not problem else "", env_error=problem)
-            episodes.append(_Episode(env, traj, obs, info, done=bool(problem)))
-        self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
+            episodes.append(_Episode(env, traj, obs, info, done=bool(problem), saved=saved))
+        try:
+            self._play(episodes, seed, record_snapshots, sampling or self.sampling, on_turn)
+        finally:
+            if shared:
+                self.pool.release()
         ends = list(itertools.accumulate(sizes))
         groups = [Group(f"{split}/{s}", [e.traj for e in episodes[end - n:end]])
                   for s, n, end in zip(task_seeds, sizes, ends)]
         return Batch(groups)
+
+    def _instances(self, n: int) -> tuple[list[TextEnv], bool]:
+        """Instances for ``n`` episodes from their reset: one each, or, past the pool's bound for an env
+        that can snapshot (an evaluation of 128 episodes on a JVM-backed env), the bound's instances,
+        taken in turns as continuations take theirs (``EnvPool.shared``); True in that case."""
+        bound = self.pool.max_shared
+        if bound is not None and n > bound and getattr(self.pool.take(1)[0], "can_snapshot", False):
+            return self.pool.shared(n), True
+        return self.pool.take(n), False
 
     def continue_from(self, starts: list[tuple[Trajectory, int]], *, seed: int = 0,
                       max_new_turns: int | None = None, record_snapshots: bool = False) -> list[Trajectory]:

@@ -1,6 +1,7 @@
 """Branching continuations share a bounded pool of env instances (issue 47 §3): more continuations than
 ``rollout.max_branch_envs`` take turns on the instances, each restored from its own snapshot, and play
-exactly what one instance each plays; the ``env/*`` counts say how many instances were made."""
+exactly what one instance each plays; so do the episodes of a batch larger than the bound (an evaluation)
+from their reset; the ``env/*`` counts say how many instances were made."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_shared_instances_play_what_one_instance_each_plays(tiny_engine, bound):
     got, _ = branch(shared)
     assert played(got) == played(expected)
     counts = shared.pool.take_counts()
-    made = 2 if bound is None else max(2, bound)  # None: the 2 the rollout's own episodes made
+    # None: the 2 the rollout's own episodes made; 3: those 2 and a third for the continuations; 1: the two
+    # episodes already took turns on one instance
+    made = {None: 2, 3: 3, 1: 1}[bound]
     assert counts["env/instances_created"] == made and counts["env/instances"] == made
     assert counts["env/swaps"] > 0  # n continuations on fewer instances: they took turns
 
@@ -73,3 +76,32 @@ def test_the_bound_defaults_to_a_steps_episodes():
     assert build_rollout(cfg, Engine(), lambda: None).pool.max_shared == 15
     cfg = load_config(None, ["rollout.max_branch_envs=2"])
     assert build_rollout(cfg, Engine(), lambda: None).pool.max_shared == 2
+
+
+def evaluation_like(rollout):
+    """Ten episodes from their reset (5 tasks x 2), as an evaluation plays them."""
+    return rollout.run([3, 4, 5, 6, 7], group_size=2, split="test", seed=9)
+
+
+def test_episodes_beyond_the_bound_share_instances_and_play_the_same(tiny_engine):
+    expected = evaluation_like(one_each := rollout_with(tiny_engine, 10_000))
+    assert one_each.pool.take_counts()["env/instances_created"] == 10
+    shared = rollout_with(tiny_engine, 3)
+    got = evaluation_like(shared)
+    assert played(got.groups) == played(expected.groups)
+    assert [t.gold for g in got.groups for t in g.trajectories] == \
+        [t.gold for g in expected.groups for t in g.trajectories]
+    counts = shared.pool.take_counts()
+    assert counts["env/instances_created"] == 3 and counts["env/swaps"] > 0
+
+
+def test_an_env_that_cannot_snapshot_gets_one_instance_per_episode(tiny_engine):
+    def make():
+        env = make_env("alfworld-sim")
+        env.can_snapshot = False  # restore would be refused: sharing needs it
+        return env
+
+    rollout = Rollout(make, tiny_engine, max_turns=5, sampling=SamplingParams(max_new_tokens=10, temperature=1.0),
+                      max_branch_envs=3)
+    evaluation_like(rollout)
+    assert rollout.pool.take_counts()["env/instances_created"] == 10

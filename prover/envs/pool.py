@@ -8,6 +8,8 @@ keeps a snapshot while it is off its instance, and before each of its turns (``h
 current continuation is snapshotted and the next one restored. Every continuation still plays its turn of
 the same lockstep batch, so the engine sees the same prompts in the same order and the results are the
 same as with one instance each (the snapshot contract, checked by ``check_env``, makes a restore exact).
+A batch of more episodes than ``max_shared`` played from their reset (an evaluation) shares the same way:
+the rollout snapshots each episode right after its reset (``Rollout._instances``).
 
 ``take_counts`` gives the ``env/*`` metrics of a step: instances created, instances kept, and swaps
 (snapshot out, restore in) made for sharing.
