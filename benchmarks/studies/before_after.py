@@ -14,19 +14,9 @@ import argparse
 
 from prover.bench.config import load_bench_config
 from prover.bench.matrix import plan
-from prover.bench.stats import Interval, bootstrap, t_interval
+from prover.bench.report import pct_ci
+from prover.bench.stats import bootstrap, t_interval
 from prover.bench.tables import collect
-
-
-def points(ci: Interval, sign: str = "") -> str:
-    if ci.mean is None:
-        return "–"
-    text = format(100 * ci.mean, f"{sign}.1f")
-    return text if ci.lo is None else f"{text} [{100 * ci.lo:{sign}.1f}, {100 * ci.hi:{sign}.1f}]"
-
-
-def step0(history: list[dict]) -> float:
-    return next(float(r["eval/success"]) for r in history if r.get("phase") == "eval" and r.get("step") == 0)
 
 
 def rows(results: list, envs: list[str], methods: list[str]) -> list[str]:
@@ -37,11 +27,11 @@ def rows(results: list, envs: list[str], methods: list[str]) -> list[str]:
             if not cells:
                 out.append(f"| {env} | {row} | none | – | – | – |")
                 continue
-            before, after = [step0(r.history) for r in cells], [r.success for r in cells]
+            before, after = [r.curve[0] for r in cells], [r.success for r in cells]
             gain = t_interval([a - b for a, b in zip(after, before)])
             seeds = ",".join(str(r.seed) for r in cells)
-            out.append(f"| {env} | {row} | {seeds} | {points(bootstrap(before))} | {points(bootstrap(after))} | "
-                       f"{points(gain, '+')} |")
+            out.append(f"| {env} | {row} | {seeds} | {pct_ci(bootstrap(before))} | {pct_ci(bootstrap(after))} | "
+                       f"{pct_ci(gain, '+')} |")
     return out
 
 

@@ -18,12 +18,12 @@ def _num(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
-def pct_ci(iv: stats.Interval) -> str:
-    """Percent, with its CI when there is one: 38.5 [25.0, 52.1]."""
+def pct_ci(iv: stats.Interval, sign: str = "") -> str:
+    """Percent, with its CI when there is one: 38.5 [25.0, 52.1]; ``sign="+"`` for a difference: +2.1 [-4.7, +8.9]."""
     if iv.mean is None:
         return "–"
-    text = f"{100 * iv.mean:.1f}"
-    return text if iv.lo is None else f"{text} [{100 * iv.lo:.1f}, {100 * iv.hi:.1f}]"
+    text = format(100 * iv.mean, f"{sign}.1f")
+    return text if iv.lo is None else f"{text} [{100 * iv.lo:{sign}.1f}, {100 * iv.hi:{sign}.1f}]"
 
 
 def diff_ci(p: stats.Paired | None, baseline_row: bool) -> str:
