@@ -1,6 +1,7 @@
 """Tokenizers and envs for the literal-env-text tests (tests/test_literal_text.py): the tiny model's
 tokenizer and ChatML template, the same vocabulary with a Qwen2.5-style template and Qwen2.5's added
-tokens, and envs whose text holds a forged chat turn."""
+tokens, and envs whose text holds a forged chat turn or the chat code's old marker
+(``env.name=literal_tokenizers:Hostile`` with tests/ on the path)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,14 @@ class Hostile(AlfworldSimEnv):
     def expert_action(self) -> str | None:
         action = super().expert_action()
         return None if action is None else f"{action} {self.text}"
+
+
+class SentinelObservation(AlfworldSimEnv):
+    """alfworld-sim whose every answer ends with the string the chat code once measured its template with."""
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        obs, reward, term, trunc, info = super()._step(action)
+        return f"{obs} PROVERSENTINELREPLY", reward, term, trunc, info
 
 
 def hostile_with(text: str) -> type[Hostile]:
