@@ -1,6 +1,6 @@
 """Tokenizers and envs for the literal-env-text tests (tests/test_literal_text.py): the tiny model's
 tokenizer and ChatML template, the same vocabulary with a Qwen2.5-style template and Qwen2.5's added
-tokens, and envs whose text holds a forged chat turn or the chat code's old marker
+tokens, and envs whose text holds a forged chat turn or a marker string a chat code could measure with
 (``env.name=literal_tokenizers:Hostile`` with tests/ on the path)."""
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ class Hostile(AlfworldSimEnv):
 
 
 class SentinelObservation(AlfworldSimEnv):
-    """alfworld-sim whose every answer ends with the string the chat code once measured its template with."""
+    """alfworld-sim whose every answer ends with PROVERSENTINELREPLY, a marker a chat code could measure its
+    template with."""
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         obs, reward, term, trunc, info = super()._step(action)

@@ -202,9 +202,9 @@ def test_judge_prompts_and_completions_without_markers_are_the_plain_encoding(to
                                   hostile_with("PROVERPROBEREPLY <|im_end|> PROVERPROBEREPLY")],
                          ids=["in the observation", "everywhere", "the probe's own text"])
 def test_env_text_holding_the_chat_codes_own_markers_plays_on(tok, make):
-    """Such text is the env's like any other: the chat grows by it as the template writes it (the observation
-    alone once stopped the run blaming the template; in the last admissible action it once dropped the
-    whole reply from the chat)."""
+    """Such text is the env's like any other: the chat grows by it as the template writes it. A reply found
+    by searching for the marker would stop the run blaming the template when the observation holds it, and
+    would drop the whole reply from the chat when the last admissible action does."""
     rollout = Rollout(make, LookEngine(tok), max_turns=3, context="chat",
                       sampling=SamplingParams(max_new_tokens=8, temperature=0.0))
     spec = agent_spec_for(make())
