@@ -53,6 +53,12 @@ class EnvFaultError(ProverError):
     """An env failed (raised, or broke its contract) in more of a step's episodes than the run allows."""
 
 
+class EnvTextError(ProverError):
+    """An env's text cannot go into the policy's chat as literal text: it changes how the chat template writes
+    the turns before it, or holds the tokenizer's own tokens where the template rewrites it. That episode
+    ends as an env error; the run goes on."""
+
+
 class RunFolderError(ProverError):
     """A run folder is held by another process, or cannot be created or written."""
 

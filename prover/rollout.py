@@ -20,7 +20,7 @@ from prover.envs.base import TextEnv
 from prover.envs.pool import EnvPool
 from prover.envs.text import text_problem
 from prover.episode_chat import EpisodeChat, chat_budget_reason
-from prover.errors import EnvFaultError, ProverError
+from prover.errors import EnvFaultError, EnvTextError, ProverError
 from prover.seeding import derive_seed
 from prover.turn_prompts import agent_spec_for, bounded_text, completion_of, fit_prompt, prompt_budget
 from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
@@ -71,6 +71,11 @@ def env_step(env: TextEnv, action: str) -> tuple[tuple | None, str]:
         return None, one_line(exc)
     problem = contract_problem(obs, reward, info)
     return (None, problem) if problem else (answer, "")
+
+
+def env_text_line(env: TextEnv, exc: EnvTextError) -> str:
+    """The one line an episode ends with when its env's text cannot go into the prompt literally."""
+    return f"env {type(env).__name__}: {exc}"
 
 
 def check_env_errors(batch: Batch, max_share: float, env_name: str) -> None:
@@ -216,7 +221,10 @@ class Rollout:
         kept: tuple[list, list, list] = ([], [], [])
         for e in live:
             spec = agent_spec_for(e.env, self.history_window)
-            prompt, problem = self._prompt(e, spec)
+            try:
+                prompt, problem = self._prompt(e, spec)
+            except EnvTextError as exc:  # this env's text cannot be kept literal: this episode ends
+                prompt, problem = None, env_text_line(e.env, exc)
             if prompt is None:
                 e.done, e.traj.env_error = True, problem
                 continue
@@ -276,7 +284,10 @@ class Rollout:
                 e.obs, e.info = bounded_text(obs, self.max_prompt_tokens), info
                 if self.chat is not None and not e.done and not (term or trunc):
                     reply = spec.chat_reply(e.obs, info.get("admissible_actions"), len(e.history))
-                    e.prompt = self.chat.next_prompt(prompt, completion_ids, reply)
+                    try:
+                        e.prompt = self.chat.next_prompt(prompt, completion_ids, reply)
+                    except EnvTextError as exc:  # this env's reply breaks the chat: this episode ends
+                        e.done, e.traj.env_error = True, env_text_line(e.env, exc)
                 if term or trunc:
                     e.done = True
                     e.traj.won = bool(info.get("won", False))

@@ -16,6 +16,7 @@ from typing import Any
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError
+from prover.literal_text import ENV_SPANS, encode_chat, encode_literal
 from prover.types import Generation
 
 
@@ -25,13 +26,13 @@ def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec
     return spec if history_window is None else dataclasses.replace(spec, history_window=history_window)
 
 
-def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None) -> list[int]:
-    """Prompt ids: one user message through the chat template, ready for the assistant's answer."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        tokenize=True, **(chat_kwargs or {}))
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
-        ids = ids["input_ids"]
-    return list(ids)
+def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None,
+                  env_spans: list[tuple[int, int]] | None = None) -> list[int]:
+    """Prompt ids: one user message through the chat template, ready for the assistant's answer. The message
+    produces no special token, and its ``env_spans`` (the env's text in it) no added token at all: env text
+    stays literal (prover/literal_text.py)."""
+    return encode_chat(tokenizer, [{"role": "user", "content": text, ENV_SPANS: env_spans or []}], True,
+                       **(chat_kwargs or {}))
 
 
 MIN_PROMPT_TOKENS = 32  # below this no template of ours holds a task and an observation
@@ -73,7 +74,8 @@ def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str
     window, then fewer history entries (oldest out first), then none and the observation's end cut."""
     def encode(window: int, observation: str) -> list[int]:
         shown = spec if window == spec.history_window else dataclasses.replace(spec, history_window=window)
-        return encode_prompt(tok, shown.render(task, observation, actions, history, step), chat_kwargs)
+        text, spans = shown.render_marked(task, observation, actions, history, step)
+        return encode_prompt(tok, text, chat_kwargs, spans)
 
     ids = encode(spec.history_window, obs)
     if budget is None or len(ids) <= budget:
@@ -82,7 +84,7 @@ def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str
         if len(ids := encode(window, obs)) <= budget:
             return ids, ""
     bare = len(encode(0, cut_for_prompt("", 0)))
-    room, obs_ids = budget - bare, tok.encode(obs, add_special_tokens=False)
+    room, obs_ids = budget - bare, encode_literal(tok, obs, [(0, len(obs), True)])
     for _ in range(4):  # a cut can merge tokens differently at its edge: shrink by the overshoot
         if room <= 0:
             break
@@ -94,9 +96,11 @@ def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str
                   f"observation has {len(obs)} characters)")
 
 
-def encode_completion(tokenizer: Any, text: str) -> list[int]:
-    """Completion ids for a known answer (the warm start's targets): its text, then end of turn."""
-    return list(tokenizer.encode(text, add_special_tokens=False)) + [tokenizer.eos_token_id]
+def encode_completion(tokenizer: Any, text: str, env_spans: list[tuple[int, int]] | None = None) -> list[int]:
+    """Completion ids for a known answer (the warm start's targets): its text, then end of turn. The text
+    produces no special token, and its ``env_spans`` (an env's action in it) no added token at all."""
+    spans = [(0, len(text), False)] + [(lo, hi, True) for lo, hi in env_spans or []]
+    return encode_literal(tokenizer, text, spans) + [tokenizer.eos_token_id]
 
 
 def completion_of(tokenizer: Any, gen: Generation,

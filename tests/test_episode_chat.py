@@ -154,9 +154,8 @@ def test_a_template_that_rewrites_a_message_once_followed_is_refused(tiny_policy
     tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
                          "{% if loop.last %}<|endoftext|>{% else %}<|im_end|>\n{% endif %}{% endfor %}"
                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    chat = EpisodeChat(tok)
-    with pytest.raises(ConfigError, match="cannot grow by appending"):
-        chat.next_prompt([1], [2], {"role": "user", "content": "ok"})
+    with pytest.raises(ConfigError, match="cannot grow by appending"):  # when the chat is set up, not later
+        EpisodeChat(tok)
 
 
 def test_warm_start_rows_grow_as_the_rollouts_chat(tiny_policy_dir):

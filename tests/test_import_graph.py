@@ -133,7 +133,7 @@ GRAPH_CHECKS = ("no-import-circles", "imports-point-down-the-floors")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("prover.errors", "prover.types", "prover.strict_numbers", "prover.yaml_files", "prover.files",
                 "prover.seeding", "prover.stopping", "prover.httpio", "prover.padding", "prover.progress",
-                "prover.svgchart", "prover.distributed", "prover.episode_chat")),
+                "prover.svgchart", "prover.distributed", "prover.literal_text", "prover.episode_chat")),
     ("schema", ("prover.config",)),
     ("registry", ("prover.registry", "prover.plugin_config", "prover.config_text", "prover.config_overrides")),
     ("parts", ("prover.envs", "prover.engines", "prover.modeling", "prover.retrieval", "prover.chat",

@@ -305,7 +305,9 @@ def test_messages_for_templates_with_and_without_tools_support():
     plain = template_messages(msgs, tools.TOOL_SCHEMAS, native_tools=False)
     assert "<tools>" in plain[0]["content"] and '"submit_segment"' in plain[0]["content"]
     assert '<tool_call>{"name": "get_segment", "arguments": {"a": 1}}</tool_call>' in plain[2]["content"]
-    assert plain[3] == {"role": "user", "content": "<tool_response>\nresult\n</tool_response>"}
+    # the tool's answer is env text, the wrapping the template's words
+    assert plain[3] == {"role": "user", "content": "<tool_response>\nresult\n</tool_response>",
+                        "env_spans": [(16, 22)]}
 
 
 # -- the local judge on the tiny model -------------------------------------------------------------

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from prover.chat.base import ChatError, ChatModel, ChatReply
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.errors import ConfigError
+from prover.literal_text import ENV_SPANS, encode_chat
 
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
 GRAMMAR_CACHE = 64  # compiled grammars kept per model: a judge's schema differs by request (turn bounds)
@@ -74,7 +75,8 @@ def _args_obj(arguments: str) -> Any:
 
 
 def template_messages(messages: list[dict], tools: list[dict] | None, native_tools: bool) -> list[dict]:
-    """OpenAI-shaped messages -> what the chat template renders (arguments as objects for Qwen's)."""
+    """OpenAI-shaped messages -> what the chat template renders (arguments as objects for Qwen's); the text
+    of user and tool messages (a trajectory, a tool's output) is marked env text (``ENV_SPANS``)."""
     out = []
     for m in messages:
         m = dict(m)
@@ -88,8 +90,12 @@ def template_messages(messages: list[dict], tools: list[dict] | None, native_too
                 m["content"] = (m.get("content") or "") + "".join(
                     f"\n<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
         elif m.get("role") == "tool" and not native_tools:
-            m = {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
+            head, answer = "<tool_response>\n", m.get("content") or ""
+            m = {"role": "user", "content": f"{head}{answer}\n</tool_response>",
+                 ENV_SPANS: [(len(head), len(head) + len(answer))]}
         m["content"] = m.get("content") or ""
+        if m["role"] in ("user", "tool") and ENV_SPANS not in m:  # a trajectory, a tool's output: env text
+            m[ENV_SPANS] = [(0, len(m["content"]))]
         out.append(m)
     if tools and not native_tools:
         if out and out[0]["role"] == "system":
@@ -97,6 +103,17 @@ def template_messages(messages: list[dict], tools: list[dict] | None, native_too
         else:
             out.insert(0, {"role": "system", "content": tools_as_text(tools).strip()})
     return out
+
+
+def encode_messages(tokenizer: Any, messages: list[dict], tools: list[dict] | None, native_tools: bool,
+                    template_kwargs: dict) -> list[int]:
+    """A request's prompt ids through the chat template, ready for the model's reply; the text of its user
+    and tool messages stays literal (``prover/literal_text.py``): a trajectory or a tool's output cannot
+    write a turn of its own."""
+    kwargs = dict(template_kwargs)
+    if tools and native_tools:
+        kwargs["tools"] = tools
+    return encode_chat(tokenizer, template_messages(messages, tools, native_tools), True, **kwargs)
 
 
 def require_xgrammar() -> None:
@@ -136,14 +153,8 @@ class LocalChat(ChatModel):
         return f"LocalChat(model_path={self.settings.model_path!r})"
 
     def encode(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
-        msgs = template_messages(messages, tools, self.native_tools)
-        kwargs = dict(self.settings.chat_template_kwargs)
-        if tools and self.native_tools:
-            kwargs["tools"] = tools
-        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, **kwargs)
-        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
-            ids = ids["input_ids"]
-        return list(ids)
+        return encode_messages(self.tokenizer, messages, tools, self.native_tools,
+                               self.settings.chat_template_kwargs)
 
     def grammar(self, schema: dict) -> Callable[[], list[Any]]:
         """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one

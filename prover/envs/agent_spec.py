@@ -14,8 +14,11 @@ admissible actions) as the next user message. ``history_window`` plays no part t
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import TypeVar
+
+from prover.literal_text import ENV_SPANS
 
 
 @dataclass(frozen=True)
@@ -55,29 +58,40 @@ class AgentSpec:
     system_prompt: str = ""
     reply_template: str = "Observation: {observation}\nActions: {actions}"
 
-    def chat_opening(self, task: str, observation: str, actions: list[str] | None) -> list[dict[str, str]]:
-        """The messages a chat episode starts with: the system prompt (when set), then the first prompt."""
-        first = {"role": "user", "content": self.render(task, observation, actions, [], 0)}
+    def chat_opening(self, task: str, observation: str, actions: list[str] | None) -> list[dict]:
+        """The messages a chat episode starts with: the system prompt (when set), then the first prompt; its
+        ``ENV_SPANS`` say which of its text is the env's (kept literal when encoded: prover/literal_text.py)."""
+        text, spans = self.render_marked(task, observation, actions, [], 0)
+        first = {"role": "user", "content": text, ENV_SPANS: spans}
         return ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [first]
 
-    def chat_reply(self, observation: str, actions: list[str] | None, step: int) -> dict[str, str]:
+    def chat_reply(self, observation: str, actions: list[str] | None, step: int) -> dict:
         """The user message with the env's answer after turn ``step - 1``: what turn ``step`` sees."""
         shown = [a for a in (actions or []) if a not in self.hidden_actions]
-        return {"role": "user", "content": self.reply_template.format(
-            observation=observation, actions=self.action_separator.join(shown), step=step + 1)}
+        text, spans = fill(self.reply_template, {"step": step + 1}, observation=observation,
+                           actions=self.action_separator.join(shown))
+        return {"role": "user", "content": text, ENV_SPANS: spans}
 
     def render(self, task: str, observation: str, actions: list[str] | None,
                history: list[tuple[str, str]], step: int) -> str:
         """The prompt text for one turn. ``history`` holds every earlier (observation, action)."""
+        return self.render_marked(task, observation, actions, history, step)[0]
+
+    def render_marked(self, task: str, observation: str, actions: list[str] | None,
+                      history: list[tuple[str, str]], step: int) -> Marked:
+        """``render``'s text and the (start, end) ranges of it that are env text: the task, the observations
+        and the admissible actions, never the template's own words nor the policy's earlier actions."""
         shown = [a for a in (actions or []) if a not in self.hidden_actions]
         window = history[-self.history_window:] if self.history_window > 0 else []
         first_k = len(history) - len(window) + 1
-        hist = "\n".join(self.history_entry.format(k=first_k + j, observation=o, action=a)
-                         for j, (o, a) in enumerate(window))
+        # an earlier action is the policy's own text, shown as it wrote it (its tags as their tokens; no
+        # special token, as in any message): only the observations are the env's
+        entries = [fill(self.history_entry, {"k": first_k + j, "action": a}, observation=o)
+                   for j, (o, a) in enumerate(window)]
+        hist = join_marked("\n", entries)
         template = self.first_template if not window else self.later_template
-        return template.format(task=task, observation=observation,
-                               actions=self.action_separator.join(shown), history=hist,
-                               step=step + 1, n_history=len(window))
+        return fill(template, {"step": step + 1, "n_history": len(window)}, task=task,
+                    observation=observation, actions=self.action_separator.join(shown), history=hist)
 
     def parse(self, completion: str) -> ParsedAction:
         """The verl-agent projection: text between the first <action> and </action> tags; with
@@ -102,10 +116,56 @@ class AgentSpec:
 
     def format_action(self, action: str) -> str:
         """The completion text an expert would write for ``action`` (used by the warm start)."""
+        return self.format_action_marked(action)[0]
+
+    def format_action_marked(self, action: str) -> Marked:
+        """``format_action``'s text and the range of it that is the action (env text)."""
         think = "<think></think>" if self.require_think else ""
         if self.raw_action_tags:  # the action already carries its tags
-            return f"{think}{action}"
-        return f"{think}<{self.action_tag}>{action}</{self.action_tag}>"
+            return f"{think}{action}", [(len(think), len(think) + len(action))]
+        head = f"{think}<{self.action_tag}>"
+        return f"{head}{action}</{self.action_tag}>", [(len(head), len(head) + len(action))]
+
+
+# text and the (start, end) ranges of it that are env text
+Marked = tuple[str, list[tuple[int, int]]]
+
+
+def fill(template: str, plain: dict, **env: str | Marked) -> Marked:
+    """``template.format(**plain, **env)`` and the ranges of the result that the ``env`` values fill: the
+    whole of a text, the ranges a marked text carries (where the template writes it as is)."""
+    out, spans, at = [], [], 0
+    formatter = string.Formatter()
+    for literal, field, spec, conversion in formatter.parse(template):
+        out.append(literal)
+        at += len(literal)
+        if field is None:
+            continue
+        name = re.match(r"[^.\[]*", field).group(0)
+        value = env.get(name)
+        shown = {name: value if isinstance(value, str) else value[0]} if value is not None else plain
+        text = formatter.format_field(formatter.convert_field(formatter.get_field(field, (), shown)[0], conversion),
+                                      spec or "")
+        if isinstance(value, tuple) and text == value[0]:
+            spans += [(at + lo, at + hi) for lo, hi in value[1]]
+        elif value is not None and text:
+            spans.append((at, at + len(text)))
+        out.append(text)
+        at += len(text)
+    return "".join(out), spans
+
+
+def join_marked(separator: str, parts: list[Marked]) -> Marked:
+    """``separator.join`` of marked texts, their ranges moved to where each lands."""
+    out, spans, at = [], [], 0
+    for k, (text, inner) in enumerate(parts):
+        if k:
+            out.append(separator)
+            at += len(separator)
+        out.append(text)
+        spans += [(at + lo, at + hi) for lo, hi in inner]
+        at += len(text)
+    return "".join(out), spans
 
 
 Spec = TypeVar("Spec", bound=AgentSpec)

@@ -16,7 +16,7 @@ from typing import Any
 from prover.envs.base import TextEnv
 from prover.envs.text import text_problem, unencodable
 from prover.episode_chat import EpisodeChat
-from prover.errors import CapabilityError
+from prover.errors import CapabilityError, EnvTextError
 from prover.turn_prompts import agent_spec_for, bounded_text, encode_completion, fit_prompt
 
 
@@ -54,14 +54,17 @@ class _Cloner:
             strayed = strayed or action != expert
             if unencodable(action) >= 0:
                 break
-            if chat is None:
-                prompt, _ = fit_prompt(self.tokenizer, spec, task, obs, info.get("admissible_actions"), history, step,
-                                       self.max_prompt_tokens, self.chat_kwargs)
-            elif prompt is None:
-                prompt = chat.opening(spec.chat_opening(task, obs, info.get("admissible_actions")))
+            try:
+                if chat is None:
+                    prompt, _ = fit_prompt(self.tokenizer, spec, task, obs, info.get("admissible_actions"), history,
+                                           step, self.max_prompt_tokens, self.chat_kwargs)
+                elif prompt is None:
+                    prompt = chat.opening(spec.chat_opening(task, obs, info.get("admissible_actions")))
+            except EnvTextError:  # text that cannot be kept literal: the rollout ends such an episode too
+                break
             if chat is not None and self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
                 break  # the chat outgrew the budget: the rollout truncates such an episode here too
-            completion = encode_completion(self.tokenizer, spec.format_action(action))
+            completion = encode_completion(self.tokenizer, *spec.format_action_marked(action))
             if prompt is not None:  # bounded as the rollout bounds it; a turn that cannot fit is not cloned
                 rows.append((prompt, completion))
             history.append((obs, action))
@@ -70,8 +73,11 @@ class _Cloner:
             if term or trunc:
                 break
             if chat is not None:
-                prompt = chat.next_prompt(prompt, completion, spec.chat_reply(obs, info.get("admissible_actions"),
-                                                                              len(history)))
+                reply = spec.chat_reply(obs, info.get("admissible_actions"), len(history))
+                try:
+                    prompt = chat.next_prompt(prompt, completion, reply)
+                except EnvTextError:  # the rollout ends such an episode as an env error: nothing more is cloned
+                    break
         return False
 
 
