@@ -46,8 +46,8 @@ def test_check_env_refuses_an_env_whose_text_holds_a_lone_surrogate(env_cls, whe
 
 
 def test_check_env_refuses_an_env_that_lists_too_many_actions():
-    with pytest.raises(ContractError, match=r"check_env \[text\]: step 1 of seed \d+: info\['admissible_actions'\] lists "
-                                            "900000 actions"):
+    with pytest.raises(ContractError, match=r"check_env \[text\]: step 1 of seed \d+: "
+                                            r"info\['admissible_actions'\] lists 900000 actions"):
         check_env(ManyActionsEnv(), seeds=(0, 1, 2, 3), n_steps=3)
 
 
