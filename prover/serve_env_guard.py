@@ -142,6 +142,6 @@ async def one_line_validation_error(request: Any, exc: Any) -> Any:
 
     errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
     first = errors[0] if errors else {}
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "the body"
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     why = " ".join(str(first.get("msg", "does not validate")).split())[:200]
-    return JSONResponse(status_code=422, content={"detail": f"request {where}: {why}"})
+    return JSONResponse(status_code=422, content={"detail": f"request body{f' field {where}' if where else ''}: {why}"})
