@@ -5,10 +5,10 @@ cannot be encoded as UTF-8, so no tokenizer, JSON file or terminal can take it. 
 text of an env's answer holds one; the rollout ends that episode as an env error saying so, and ``check_env``
 refuses the env.
 
-Every prompt lists the admissible actions, all of them, so a list longer than any prompt could show is refused
-the same way, before anything walks it: more than ``MAX_ADMISSIBLE_ACTIONS`` actions, or more than
-``MAX_ADMISSIBLE_CHARS`` characters in all (far above any env's: ALFWorld lists some 50, WebShop's pages fewer;
-900 000 actions cost 3 GB and a minute of tokenizing before the prompt was found too long)."""
+Every prompt lists the admissible actions, all of them, so a list longer than a prompt can usefully show is
+refused the same way, from its length, before anything walks, renders or tokenizes it: more than
+``MAX_ADMISSIBLE_ACTIONS`` actions, or more than ``MAX_ADMISSIBLE_CHARS`` characters in all (a list that size
+is some 250 000 tokens, past the context of the models prover trains)."""
 
 from __future__ import annotations
 
