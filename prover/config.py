@@ -190,9 +190,13 @@ class LearnerConfig(Section):
                                 "warmstart.prompt_loss_weight is 0. See prover/learner_rows.py.")
     max_row_tokens: int | None = Field(None, ge=1, description="Cut a sequence row at turn boundaries into "
                                        "pieces that each add at most this many tokens to the piece before it; "
-                                       "each piece re-forwards the pieces before it as context and trains its "
-                                       "own turns only (the gradient is unchanged, more tokens are forwarded). "
-                                       "null: never cut.")
+                                       "each piece re-forwards the pieces before it as context (more tokens are "
+                                       "forwarded) and trains its own turns only. The pieces are rows of their "
+                                       "own when the update's rows are shuffled into mini-batches: while they "
+                                       "all fit one mini-batch (learner.mini_batch_rows) the gradient is the "
+                                       "uncut row's, up to float rounding; past that, a trajectory's pieces can "
+                                       "land in different optimizer steps and the mini-batches hold other "
+                                       "turns, so the update differs. null: never cut.")
     skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
                                                              "(their policy gradient is zero; saves CPU time).")
     max_nonfinite_steps: int = Field(3, ge=1, description="A non-finite advantage drops its row, a non-finite loss "

@@ -101,7 +101,9 @@ def sequence_rows(rows: list[Row], max_row_tokens: int | None = None) -> list[Ro
 
     ``max_row_tokens``: a run whose tokens past the previous piece would exceed it is cut at turn
     boundaries into pieces; each piece is a prefix of the trajectory (it re-forwards the pieces before it
-    as context) and trains only its own turns, so the gradient is unchanged."""
+    as context) and trains only its own turns. Within one mini-batch the gradient is the uncut row's; the
+    pieces are units of their own when the learner shuffles rows into mini-batches, so with several
+    mini-batches a trajectory's pieces can land in different optimizer steps."""
     runs: list[list[Row]] = []
     for row in rows:
         if runs and appends(runs[-1][-1], row):

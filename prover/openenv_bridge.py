@@ -23,6 +23,9 @@ in-process users.
 ``reset`` takes OpenEnv's ``seed`` and ``episode_id`` plus prover's ``options`` (e.g. ``{"split": "test"}``)
 and ``split`` (shorthand for ``options={"split": ...}``); any other argument is refused, so that a misspelt
 one is not silently dropped (the server passes every argument through because ``reset`` takes ``**kwargs``).
+The bounds are training's: a seed from 0 to 2**31 - 1 (``prover.seeding``), options holding ``split`` only
+(what the rollout passes), and an action no longer than the env's action space allows
+(``TextEnv.action_space``, 65 536 characters). Each refusal is one line (a ``ConfigError``).
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from pydantic import Field
 from prover.envs import make_env
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError, ContractError
+from prover.seeding import RUN_SEED_MAX, RUN_SEED_RULE
 from prover.types import Trajectory, Turn
 
 RESET_ARGUMENTS = ("seed", "episode_id", "split", "options")
+RESET_OPTIONS = ("split",)  # what the rollout passes an env's reset
+EPISODE_ID_CHARS = 255  # OpenEnv's own bound on its HTTP reset's episode_id
 
 
 class EnvAction(Action):
@@ -88,6 +94,29 @@ def plain(value: Any) -> Any:
     return plain(item()) if callable(item) and not isinstance(value, type) else str(value)
 
 
+def _size(value: Any) -> str:
+    return f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+
+
+def reset_options(seed: Any, episode_id: Any, split: Any, options: Any) -> dict[str, Any]:
+    """The options of a reset, once its arguments are within training's bounds (one line if not)."""
+    if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > EPISODE_ID_CHARS):
+        raise ConfigError(f"reset episode_id: give text of at most {EPISODE_ID_CHARS} characters, not "
+                          f"{_size(episode_id)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= RUN_SEED_MAX):
+        shown = repr(seed) if len(repr(seed)) <= 40 else f"{repr(seed)[:40]}..."
+        raise ConfigError(f"reset seed {shown}: {RUN_SEED_RULE} (or none, and the env draws one)")
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"reset options: give a mapping, e.g. {{\"split\": \"test\"}}, not {type(options).__name__}")
+    unknown = sorted(str(k)[:40] for k in (options or {}) if k not in RESET_OPTIONS)
+    if unknown:
+        raise ConfigError(f"reset options {unknown[:5]} unknown; options hold {', '.join(RESET_OPTIONS)} only")
+    options = dict(options or {}) | ({"split": split} if split is not None else {})
+    if not isinstance(options.get("split", ""), str):
+        raise ConfigError(f"reset split: give a name such as \"test\", not {type(options['split']).__name__}")
+    return options
+
+
 class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
     """One session's prover env. Each session builds its own env, so sessions run side by side."""
 
@@ -107,11 +136,7 @@ class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
               options: dict[str, Any] | None = None, **unknown: Any) -> EnvObservation:
         if unknown:
             raise ConfigError(f"reset got unknown argument(s) {sorted(unknown)}; it takes {', '.join(RESET_ARGUMENTS)}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ConfigError(f"reset seed {seed!r}: give an integer >= 0 (or none, and the env draws one)")
-        if options is not None and not isinstance(options, dict):
-            raise ConfigError(f"reset options {options!r}: give a mapping, e.g. {{\"split\": \"test\"}}")
-        options = dict(options or {}) | ({"split": split} if split is not None else {})
+        options = reset_options(seed, episode_id, split, options)
         obs, info = self.env.reset(seed=seed, options=options)
         drawn = self.env.replay_record()[0]  # the seed the env used, drawn by it when none was given
         self._task, self._split = str(info.get("task", obs)), str(options.get("split", "train"))
@@ -126,6 +151,10 @@ class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
             raise ContractError(f"{self.name}: step before reset; call reset first")
         if self._state.done:
             raise ContractError(f"{self.name}: the episode is over (done); call reset before stepping again")
+        most = getattr(self.env.action_space, "max_length", None)
+        if not isinstance(action.text, str) or (most is not None and len(action.text) > most):
+            raise ConfigError(f"{self.name}: an action is text of at most {most} characters (the env's action "
+                              f"space), not {_size(action.text)}")
         before_key = self.env.state_key()
         history = tuple((t.observation, t.action) for t in self._turns)
         obs, reward, terminated, truncated, info = self.env.step(action.text)

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from prover.errors import ConfigError, validation_line
 from prover.registry import ENVS, REGISTRIES
+from prover.strict_numbers import BOOL_FOR_NUMBER, NOT_FINITE, bool_path, nonfinite_path
 
 SettingRow = tuple[str, str, str, str]  # (name, type, default, description) of one setting
 
@@ -70,12 +71,19 @@ class Configurable:
             if key in raw:
                 raise ConfigError(f"{where}.{key} is set by the run; use {instead} instead")
         model = cls.Config
+        if (at := bool_path(dict(raw), model)) is not None:  # the config's one rule for numbers (strict_numbers)
+            raise ConfigError(f"config field {_dotted(where, at)!r} of {owner}: {BOOL_FOR_NUMBER} (got "
+                              f"{_at(raw, at)!r})")
         try:
-            return model.model_validate(dict(raw))
+            settings = model.model_validate(dict(raw))
         except ValidationError as exc:
             known = ", ".join(f"{where}.{k}" for k in model.model_fields) or "none"
             raise ConfigError(validation_line(exc, prefix=f"{where}.", owner=owner,
                                               unknown=f"; its fields: {known}")) from None
+        if (at := nonfinite_path(settings)) is not None:
+            raise ConfigError(f"config field {_dotted(where, at)!r} of {owner}: {NOT_FINITE} (got "
+                              f"{_at(settings, at)!r})")
+        return settings
 
     @classmethod
     def describe_settings(cls) -> list[SettingRow]:
@@ -88,6 +96,17 @@ class Configurable:
         if model.model_config.get("extra") == "allow":
             rows.append(("*", "Any", "", "any other keyword argument, passed to the constructor unchecked"))
         return rows
+
+
+def _dotted(where: str, path: tuple) -> str:
+    return ".".join([where, *(str(p) for p in path)])
+
+
+def _at(value: Any, path: tuple) -> Any:
+    """What ``value`` (dicts, lists and models) holds at ``path``."""
+    for key in path:
+        value = getattr(value, key) if isinstance(value, BaseModel) else value[key]
+    return value
 
 
 def plugin_label(cls: type) -> str:

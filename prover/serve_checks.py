@@ -2,7 +2,8 @@
 
 - Where it may listen: an SGLang server takes weight updates from whoever can reach it, so one on an address
   beyond this machine without ``PROVER_SGLANG_API_KEY`` lets anyone on that network replace the policy's
-  weights. That is refused unless the user names the risk with ``--insecure-allow-anyone-to-replace-weights``.
+  weights. That is refused unless the user names the risk with ``--insecure-allow-anyone-to-replace-weights``,
+  and so is a key there of fewer than 16 characters (spaces aside), which anyone could find by trying.
 - Whether SGLang can lay out the folder's layers (``check_layer_layout``).
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from prover.errors import ConfigError
 
 RISK_FLAG = "--insecure-allow-anyone-to-replace-weights"
+MIN_KEY_CHARS = 16  # an open server's key: one of a few characters is found by trying them all
+MAKE_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def is_loopback(host: str) -> bool:
@@ -34,9 +37,15 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(host: str, key: str | None, env_name: str, risk_taken: bool) -> None:
-    """Refuse (ConfigError) servers on a non-loopback ``host`` without a key, unless ``risk_taken``; then
-    say on stderr what the user accepted."""
-    if key or is_loopback(host):
+    """Refuse (ConfigError) servers on a non-loopback ``host`` without a key, unless ``risk_taken``, or with
+    a key anyone could guess (``MIN_KEY_CHARS``); then say on stderr what the user accepted."""
+    if is_loopback(host):
+        return
+    if key and len(key.strip()) < MIN_KEY_CHARS:
+        raise ConfigError(f"--host {host}: {env_name} must hold at least {MIN_KEY_CHARS} characters other than "
+                          f"spaces, or anyone who can reach {host} could guess it and replace the policy's weights; "
+                          f"make one with: export {env_name}=$({MAKE_KEY})")
+    if key:
         return
     what = (f"--host {host} without {env_name}: anyone who can reach {host} could replace the policy's weights "
             "(SGLang takes weight updates from any client)")

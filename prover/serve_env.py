@@ -11,6 +11,10 @@ The env's settings come as in ``prover train``: ``env.kwargs.KEY=VALUE`` (or ``K
 ``env`` section of a ``--config`` file (its other sections are not used here). The env's ``train_recipe`` is
 not applied: a served env gets its constructor's defaults and what you set.
 
+Every request and message is bounded as training bounds its inputs (``prover.serve_env_guard``: 1 MiB a
+message; ``prover.openenv_bridge``: seeds, reset options, action length), and a malformed one is answered
+with one line while the session goes on.
+
 It listens on 127.0.0.1 unless ``--host`` says otherwise (OpenEnv's server has no authentication: on another
 address anyone who can reach the port can play). Ctrl-C or SIGTERM stops it gracefully: open sessions are
 closed (their envs too) within ``--grace`` seconds and the command exits 0.
@@ -75,9 +79,11 @@ def require_openenv() -> None:
 
 def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     """OpenEnv's FastAPI app serving env ``name``; one env is built first, so that its errors come now."""
+    from fastapi.exceptions import RequestValidationError
     from openenv.core.env_server.http_server import create_fastapi_app
 
     from prover.openenv_bridge import EnvAction, EnvObservation, ProverEnvironment
+    from prover.serve_env_guard import Guard, one_line_validation_error
 
     try:
         ProverEnvironment(name, kwargs).close()
@@ -91,7 +97,8 @@ def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     factory = functools.partial(ProverEnvironment, name, kwargs)
     app = create_fastapi_app(factory, EnvAction, EnvObservation, max_concurrent_envs=max_sessions)
     app.add_exception_handler(ProverError, _one_line_reply)
-    return QuietDisconnect(app)
+    app.add_exception_handler(RequestValidationError, one_line_validation_error)
+    return QuietDisconnect(Guard(app))
 
 
 async def _one_line_reply(request: Any, exc: Exception) -> Any:
@@ -153,6 +160,8 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
     require_openenv()
     import uvicorn
 
+    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+
     app = build_app(name, kwargs, args.max_sessions)
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
@@ -160,7 +169,7 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
         print(f"note: serving on {args.host}: OpenEnv has no authentication, anyone who reaches port {port} "
               "can play this env", file=sys.stderr)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False,
-                                           timeout_graceful_shutdown=args.grace))
+                                           timeout_graceful_shutdown=args.grace, ws_max_size=MAX_MESSAGE_BYTES))
     # uvicorn catches SIGINT and SIGTERM while it serves, shuts down gracefully, then raises the signal again
     # (uvicorn/server.py, capture_signals); a shell starts background jobs with SIGINT ignored, so Ctrl-C's
     # handler is put back first, as `prover serve` does

@@ -46,3 +46,13 @@ class UnicodeTaskEnv(_Odd):
 
     def _hit(self) -> bool:
         return True
+
+
+class ManyActionsEnv(_Odd):
+    """Every other task lists 900 000 admissible actions after its first step: more than any prompt can show."""
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        obs, reward, term, trunc, info = super()._step(action)
+        if self._hit():
+            info = {**info, "admissible_actions": [f"take item {k}" for k in range(900_000)]}
+        return obs, reward, term, trunc, info

@@ -1,6 +1,7 @@
 """Configs a hostile or careless user writes (issue 48 §2, §5): YAML aliases that expand past a bound are
 refused before any folder changes, wherever they sit (a free-form dict, an override); seeds have one range,
-checked where the config loads (train and bench alike); a bool is not a number."""
+checked where the config loads (train and bench alike); a bool is not a number, in plugin settings
+either, and a number is finite."""
 
 from __future__ import annotations
 
@@ -105,3 +106,33 @@ def test_the_ends_of_the_seed_range_train(seed, tiny_run_overrides, capsys):
     from prover.cli import main
 
     assert main(["train", *tiny_run_overrides, f"seed={seed}", "steps=1"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (["engine.kwargs.prefix_cache_mb=true"], "engine.kwargs.prefix_cache_mb"),
+    (["env.name=pivot-sim", "env.kwargs.n_pivots=true"], "env.kwargs.n_pivots"),
+    (["credit.name=grpo", "credit.eps=false"], "credit.eps"),
+    (["judge.name=litellm", "judge.model=m", "judge.max_repairs=true"], "judge.max_repairs"),
+    (["credit.name=triage", "judge.name=litellm", "judge.model=m", "credit.bonus={regression: true}"],
+     "credit.bonus.regression"),
+])
+def test_a_bool_is_not_a_number_in_plugin_settings_either(overrides, field):
+    """The plugins' settings (engine, env, credit, judge, and a model nested in them) follow the schema's rule."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    assert str(err.value).startswith(f"config field '{field}' of ") and "must be a number, not true or false" in \
+        str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("override", ["learner.lr=inf", "learner.lr=nan", "learner.lr=.inf", "warmstart.lr=inf",
+                                      "rollout.sampling.temperature=nan"])
+def test_a_non_finite_number_is_refused_where_the_config_loads(override):
+    with pytest.raises(ConfigError, match="finite number") as err:
+        load_config(None, [override])
+    assert override.split("=")[0] in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_non_finite_plugin_setting_is_refused_where_the_config_loads():
+    with pytest.raises(ConfigError, match="finite number") as err:
+        load_config(None, ["credit.name=grpo", "credit.eps=inf"])
+    assert "'credit.eps'" in str(err.value)

@@ -146,7 +146,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("policy", ("prover.policy", "prover.eval_cache")),
     ("assembly", ("prover.trainer", "prover.preflight", "prover.config_load", "prover.config_checks")),
     ("commands", ("prover", "prover.cli", "prover.bench", "prover.view", "prover.serve", "prover.serve_checks",
-                  "prover.serve_env", "prover.openenv_bridge", "prover.scaffold", "prover.scaffold_templates")),
+                  "prover.serve_env", "prover.serve_env_guard", "prover.openenv_bridge", "prover.scaffold",
+                  "prover.scaffold_templates")),
 ]
 
 

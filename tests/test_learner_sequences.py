@@ -249,3 +249,25 @@ def test_bfloat16_autocast_changes_the_update_by_bfloat16_rounding_only(tiny_pol
     worst = max(float((plain[k] - cast[k]).abs().max()) for k in plain)
     assert 1e-6 * scale < worst < 0.1 * scale
     assert all(g.dtype == torch.float32 for g in cast.values()) and stats["learner/nonfinite_updates"] == 0
+
+
+def test_cut_pieces_change_the_update_once_the_rows_span_several_mini_batches(tiny_policy_dir, float64_norms):
+    """What learner.max_row_tokens's description says: one mini-batch, the same gradient (above); several,
+    the pieces are shuffled as rows of their own, so the optimizer steps see other turns and the weights end
+    elsewhere."""
+    from prover.config import LearnerConfig as Fields
+
+    def weights_after(**cfg) -> tuple[dict, dict[str, torch.Tensor]]:
+        learner = Learner(tiny_policy_dir, LearnerConfig(lr=1e-3, grad_clip=1e9, micro_batch_rows=4, **cfg),
+                          max_completion_tokens=6, seed=0)
+        learner.model.double()
+        stats = learner.update(*batch_of(chats()))
+        return stats, {k: p.detach().clone() for k, p in learner.unwrapped().named_parameters()}
+
+    (whole, w_whole), (cut, w_cut) = weights_after(mini_batch_rows=5), weights_after(mini_batch_rows=5,
+                                                                                      max_row_tokens=25)
+    assert whole["learner/rows"] == cut["learner/rows"] == 12 and whole["learner/updates"] > 1
+    drift = max(float((w_whole[k] - w_cut[k]).abs().max()) for k in w_whole)
+    assert drift > 1e-6  # far above float64 rounding: a different update, not the same one rounded otherwise
+    described = Fields.model_fields["max_row_tokens"].description
+    assert "gradient is unchanged" not in described and "mini-batch" in described and "differs" in described

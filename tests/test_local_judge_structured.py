@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import struct
 
 import numpy as np
 import pytest
@@ -234,7 +235,7 @@ def test_rebuild_drops_the_quantization_config_and_keeps_the_logits(tiny_llamas,
 
 @pytest.fixture
 def fake_gguf(tiny_llamas, tmp_path, monkeypatch):
-    """``load_gguf`` replaced by a load of a tiny folder (no tiny GGUF file can be written here)."""
+    """``load_gguf`` replaced by a load of a tiny folder (the GGUF file holds no model)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from prover.judges import gguf_convert
@@ -247,7 +248,7 @@ def fake_gguf(tiny_llamas, tmp_path, monkeypatch):
 
     monkeypatch.setattr(gguf_convert, "load_gguf", load)
     src = tmp_path / "Tiny-Model.Q4_1.gguf"
-    src.write_bytes(b"GGUF")
+    src.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))  # a whole GGUF file: no tensors, no metadata
     return src, loads
 
 
@@ -258,7 +259,7 @@ def test_convert_writes_a_complete_folder_once(fake_gguf, tmp_path, monkeypatch,
     src, loads = fake_gguf
     monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
     assert main(["convert-gguf", str(src)]) == 0
-    out = tmp_path / "cache" / "models" / "tiny-model"
+    out = tmp_path / "cache" / "models" / "tiny-model.q4_1"  # the file's name less .gguf
     assert capsys.readouterr().out.strip() == str(out)
     assert (out / "config.json").is_file() and (out / "tokenizer_config.json").is_file()
     assert "<|im_start|>" in json.loads((out / "tokenizer_config.json").read_text()).get("chat_template", "") or \
@@ -266,7 +267,7 @@ def test_convert_writes_a_complete_folder_once(fake_gguf, tmp_path, monkeypatch,
     load_model(out)
     assert main(["convert-gguf", str(src)]) == 0 and len(loads) == 1  # complete: nothing loaded or written
     assert capsys.readouterr().out.strip() == str(out)
-    assert [p.name for p in out.parent.iterdir()] == ["tiny-model"]  # no temporary folder left
+    assert [p.name for p in out.parent.iterdir()] == ["tiny-model.q4_1"]  # no temporary folder left
 
 
 def test_convert_failures_are_one_line_and_leave_no_folder(fake_gguf, tiny_llamas, tmp_path, monkeypatch, capsys):

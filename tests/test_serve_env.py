@@ -174,7 +174,10 @@ def test_sessions_are_independent_and_a_drawn_seed_is_reported(pivot_server):
 @pytest.mark.parametrize("call, words", [
     (lambda c: c.step({"text": "go forward"}), "call reset first"),
     (lambda c: c.reset(sed=3), "unknown argument(s) ['sed']"),
-    (lambda c: c.reset(seed=-1), "integer >= 0"),
+    (lambda c: c.reset(seed=-1), "a run seed is an integer from 0 to 2147483647"),
+    (lambda c: c.reset(seed=2**64), "reset seed 18446744073709551616: a run seed is an integer from 0 to"),
+    (lambda c: c.reset(seed=1, options={"split": "test", "colour": "red"}), "reset options ['colour'] unknown"),
+    (lambda c: c.reset(seed=1, split=3), "reset split: give a name"),
     (lambda c: c.reset(seed=1, split="dev"), "unknown split 'dev'"),
 ])
 def test_bad_calls_are_one_line_server_errors(pivot_server, call, words):
@@ -204,6 +207,98 @@ def test_the_stateless_http_routes(pivot_server):
     assert status == 400 and "call reset first" in reply["detail"]
     with urllib.request.urlopen(pivot_server.url + "/health", timeout=TIMEOUT_S) as reply:
         assert json.loads(reply.read()) == {"status": "healthy"}
+
+
+def raw_session(url: str):
+    """A WebSocket to the server's /ws, spoken to in raw text (OpenEnv's client sends only well-formed messages)."""
+    from websockets.sync.client import connect
+
+    return connect(url.replace("http", "ws", 1) + "/ws", open_timeout=TIMEOUT_S, close_timeout=5,
+                   max_size=None)
+
+
+@needs_openenv
+@pytest.mark.slow
+def test_every_malformed_message_is_one_line_and_the_session_goes_on(pivot_server):
+    long_action = json.dumps({"type": "step", "data": {"text": "go " * 30_000}})  # 90 000 characters, 90 kB
+    cases = [
+        ("[1,2]", "a message is a JSON object with a type (reset, step, state, close), not a JSON array"),
+        ('"reset"', "not a JSON string"),
+        ("{not json", "a message is one JSON object; this one does not parse"),
+        ('{"type": "fly"}', "unknown message type 'fly'; this server takes reset, step, state, close"),
+        ('{"type": "reset", "data": [1], "x": 1}', "a reset message holds type and data only, not ['x']"),
+        ('{"type": "reset", "data": [1]}', "a reset message's data is a JSON object, not a JSON array"),
+        ('{"type": "step", "data": {"text": 5}}', "holds the action as text, {\"text\": \"...\"}, not a JSON number"),
+        ('{"type": "step"}', "not no text"),
+        (json.dumps({"type": "reset", "data": {"seed": 2**70}}), "a run seed is an integer from 0 to 2147483647"),
+        (json.dumps({"type": "reset", "data": {"seed": 1, "options": {"max_turns": 9}}}),
+         "reset options ['max_turns'] unknown; options hold split only"),
+        (long_action, "an action is text of at most 65536 characters (the env's action space), not 90000 characters"),
+    ]
+    with raw_session(pivot_server.url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        assert json.loads(ws.recv(timeout=TIMEOUT_S))["type"] == "observation"
+        for text, words in cases:
+            ws.send(text)
+            reply = json.loads(ws.recv(timeout=TIMEOUT_S))
+            line = reply["data"]["message"]
+            assert reply["type"] == "error" and words in line and "\n" not in line, (text[:80], line)
+        ws.send(json.dumps({"type": "step", "data": {"text": "go forward"}}))  # the session goes on
+        assert json.loads(ws.recv(timeout=TIMEOUT_S))["type"] == "observation"
+
+
+@needs_openenv
+@pytest.mark.slow
+def test_a_websocket_message_past_the_bound_closes_that_session_only(pivot_server):
+    from websockets.exceptions import ConnectionClosed
+
+    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+
+    with raw_session(pivot_server.url) as ws:
+        ws.send(json.dumps({"type": "step", "data": {"text": "x" * MAX_MESSAGE_BYTES}}))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=TIMEOUT_S)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # message too big
+    with client(pivot_server.url) as remote:
+        assert remote.reset(seed=1).observation["text"]
+
+
+@needs_openenv
+@pytest.mark.slow
+def test_http_bodies_are_bounded_and_bad_ones_are_one_line(pivot_server):
+    import http.client
+    from urllib.parse import urlsplit
+
+    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+
+    where = urlsplit(pivot_server.url)
+
+    def post(body, chunked: bool = False) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(where.hostname, where.port, timeout=TIMEOUT_S)
+        try:
+            headers = {"Content-Type": "application/json"}
+            if chunked:
+                conn.request("POST", "/reset", body=iter([body[i:i + 65536] for i in range(0, len(body), 65536)]),
+                             headers=headers, encode_chunked=True)
+            else:
+                conn.request("POST", "/reset", body=body, headers=headers)
+            reply = conn.getresponse()
+            return reply.status, json.loads(reply.read())
+        finally:
+            conn.close()
+
+    big = json.dumps({"seed": 1, "episode_id": "x" * (2 * MAX_MESSAGE_BYTES)}).encode()
+    for chunked in (False, True):
+        status, reply = post(big, chunked)
+        assert status == 413 and reply["detail"].startswith(f"a request body holds at most {MAX_MESSAGE_BYTES} bytes")
+    status, reply = post(b"[1,2]")
+    assert status == 422 and reply["detail"] == ("request body: Input should be a valid dictionary or object to "
+                                                 "extract fields from")
+    status, reply = post(json.dumps({"seed": 2**64}).encode())
+    assert status == 400 and "a run seed is an integer from 0 to 2147483647" in reply["detail"]
+    status, reply = post(json.dumps({"seed": 1, "options": {"colour": "red"}}).encode())
+    assert status == 400 and "reset options ['colour'] unknown" in reply["detail"]
+    assert post(json.dumps({"seed": 3}).encode())[0] == 200
 
 
 @needs_openenv

