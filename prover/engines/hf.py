@@ -18,6 +18,7 @@ import torch
 from pydantic import Field
 
 from prover.engines.base import Engine
+from prover.engines.decode import decode, reserved_cache
 from prover.engines.kv_cache import PrefixCache, row_columns
 from prover.engines.prefix import (
     cache_kwarg,
@@ -38,6 +39,10 @@ PREFIX_CACHE_MB = ("Most MiB of KV the engine keeps across generate calls, to se
                    "(a chat's next turn, a group's episodes, a branch point's continuations); least recently "
                    "used entries go first; 0 keeps none. Full-attention models only.")
 
+DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserved once, only the sampled tokens' "
+               "log-probs kept, sampling exactly as rollout.sampling says) on full-attention models; false "
+               "uses transformers' generate, as other models always do. Greedy outputs are the same either way.")
+
 
 class HFEngine(Engine):
     """Sampling with ``model.generate``; log-probs are of the temperature-scaled distribution.
@@ -45,6 +50,7 @@ class HFEngine(Engine):
 
     ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``);
     false turns every reuse of KV off, the prefix cache's too.
+    ``decode_loop``: decode with ``prover.engines.decode`` (full-attention models), else ``model.generate``.
     ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
     across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt; its
     least recently used entries go first; cleared by ``update_weights``; 0 keeps nothing across calls. Only
@@ -61,7 +67,8 @@ class HFEngine(Engine):
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
                  batch_size: int = 64, share_prefixes: bool = True,
-                 prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024) -> None:
+                 prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024,
+                 decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
         self.model = load_model(model_path, dtype, self.device).eval()
@@ -73,6 +80,7 @@ class HFEngine(Engine):
         self.cache_kwarg = cache_kwarg(self.model)
         keep = self.sharing == "prefix" and prefix_cache_mb > 0
         self.prefix_cache = PrefixCache(prefix_cache_mb * 2**20) if keep else None
+        self.decode_loop = decode_loop
         self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
 
     @torch.no_grad()
@@ -95,12 +103,13 @@ class HFEngine(Engine):
                 results[i] = gen
         return results  # type: ignore[return-value]
 
-    def _prefill(self, prompts: list[list[int]]) -> tuple[dict[str, Any], list[int]]:
+    def _prefill(self, prompts: list[list[int]], capacity: int | None = None) -> tuple[dict[str, Any], list[int]]:
         """``generate``'s cache keyword (empty when nothing is prefilled) and the prompt tokens run for each
-        row; the rows are laid out left padded either way."""
+        row; the rows are laid out left padded either way. With ``capacity`` (the decode loop's), the cache
+        reserves that many columns."""
         if self.sharing == "prefix":
             store = self.prefix_cache or PrefixCache(None)  # without a kept cache, a scratch one for the chunk
-            done = prefill_from(self.model, prompts, store, self.cache_kwarg)
+            done = prefill_from(self.model, prompts, store, self.cache_kwarg, capacity)
             return ({self.cache_kwarg: done.cache} if done.cache is not None else {}), done.computed
         plan = plan_duplicates(prompts) if self.sharing == "duplicates" else None
         if plan is None:
@@ -110,29 +119,20 @@ class HFEngine(Engine):
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams,
                         processors: list[Any] | None = None) -> list[Generation]:
-        cache, computed = self._prefill(prompts)  # generate continues from it: it runs each row's last token
         ids, attn = layout(prompts, self.pad_id)
         ids, attn, length = ids.to(self.device), attn.to(self.device), ids.shape[1]
+        own_loop = self.decode_loop and self.sharing == "prefix"
+        capacity = length + params.max_new_tokens - 1
+        cache, computed = self._prefill(prompts, capacity if own_loop else None)  # all but each row's last token
         self.counts["prompt_tokens"] += sum(len(p) for p in prompts)
         self.counts["computed_tokens"] += sum(computed)
-        sample = params.temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sample, **cache}
-        if sample:  # sampling flags only when sampling (transformers warns otherwise)
-            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
         stops = list(params.stop_token_ids) or self.stop_ids
-        if processors:
-            from transformers import LogitsProcessorList
-
-            kwargs["logits_processor"] = LogitsProcessorList(processors)
-        out = self.model.generate(input_ids=ids, attention_mask=attn,
-                                  max_new_tokens=params.max_new_tokens, eos_token_id=stops,
-                                  pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,
-                                  **kwargs)
-        new = out.sequences[:, length:].cpu()
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, n_new, V), raw
-        if sample:
-            logits = logits / params.temperature
-        logps = gather_logprobs(logits, new)
+        if own_loop:
+            start = cache.get(self.cache_kwarg) or reserved_cache(self.model.config.num_hidden_layers, capacity)
+            done = decode(self.model, ids, attn, start, self.cache_kwarg, params, stops, self.pad_id, processors)
+            new, logps, kv = done.tokens.cpu(), done.logprobs.cpu(), done.cache
+        else:
+            new, logps, kv = self._transformers_generate(ids, attn, cache, params, stops, processors)
         gens = []
         stop_set = set(stops)
         for i in range(len(prompts)):
@@ -143,8 +143,30 @@ class HFEngine(Engine):
                                    finish_reason="length" if end is None else "stop",
                                    cached_tokens=len(prompts[i]) - computed[i]))
         if self.prefix_cache is not None:
-            self._keep(prompts, gens, cache_of(out), length, new.shape[1])
+            self._keep(prompts, gens, kv, length, new.shape[1])
         return gens
+
+    def _transformers_generate(self, ids: torch.Tensor, attn: torch.Tensor, cache: dict[str, Any],
+                               params: SamplingParams, stops: list[int],
+                               processors: list[Any] | None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """``model.generate`` continuing ``cache``: the new tokens, their log-probs and the grown cache."""
+        sample = params.temperature > 0
+        kwargs: dict[str, Any] = {"do_sample": sample, **cache}
+        if sample:  # sampling flags only when sampling (transformers warns otherwise)
+            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
+        if processors:
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList(processors)
+        out = self.model.generate(input_ids=ids, attention_mask=attn,
+                                  max_new_tokens=params.max_new_tokens, eos_token_id=stops,
+                                  pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,
+                                  **kwargs)
+        new = out.sequences[:, ids.shape[1]:].cpu()
+        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, n_new, V), raw
+        if sample:
+            logits = logits / params.temperature
+        return new, gather_logprobs(logits, new), cache_of(out)
 
     def _keep(self, prompts: list[list[int]], gens: list[Generation], cache: Any, length: int, steps: int) -> None:
         """Put each row's prompt and completion columns in the prefix cache: all that generate ran, which

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from prover.engines.decode import reserved_cache
 from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
 
 # Below this many tokens a chunk-wide common prefix (the chat template's opening tokens) saves less than
@@ -157,9 +158,11 @@ def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: 
 
 # -- full attention: prefixes from the cache, the rest batched -------------------------------------------
 @torch.no_grad()
-def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg: str) -> Prefilled:
+def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg: str,
+                 capacity: int | None = None) -> Prefilled:
     """Every row's prompt KV but its last token, from ``store`` where it holds a prefix, the rest computed
-    (once per distinct prompt; the chunk's common prefix once, kept in ``store``)."""
+    (once per distinct prompt; the chunk's common prefix once, kept in ``store``). With ``capacity``, laid out
+    in a reserved cache of that many columns (``decode.reserved_cache``), which the decode loop fills on."""
     heads = [p[:-1] for p in prompts]
     computed = [1] * len(prompts)  # every row's last token, run by generate
     firsts: dict[tuple[int, ...], int] = {}
@@ -178,7 +181,8 @@ def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg
     for i, (kv, ran) in zip(distinct, extend(model, [heads[i] for i in distinct], store, kwarg)):
         by_head[tuple(heads[i])] = kv
         computed[i] += ran
-    return Prefilled(left_padded([by_head[tuple(h)] for h in heads], [len(h) for h in heads]), computed)
+    return Prefilled(left_padded([by_head[tuple(h)] for h in heads], [len(h) for h in heads], capacity=capacity),
+                     computed)
 
 
 def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
@@ -216,19 +220,22 @@ def run_rests(model: Any, seqs: list[list[int]], cached: list[KV | None], reuse:
     return [row_columns(layers, b, width - n, width + len(s) - n) for b, (s, n) in enumerate(zip(seqs, reuse))]
 
 
-def left_padded(kvs: list[KV | None], lengths: list[int], width: int | None = None) -> Any:
+def left_padded(kvs: list[KV | None], lengths: list[int], width: int | None = None,
+                capacity: int | None = None) -> Any:
     """One ``DynamicCache`` of ``width`` columns (default: the longest row) with row b's ``lengths[b]``
-    columns last and zeros (masked keys) before them; None when it would have no columns."""
+    columns last and zeros (masked keys) before them; None when it would have no columns. With ``capacity``,
+    its layers reserve that many columns (``decode.reserved_cache``), the rows written straight into them."""
     width = max(lengths) if width is None else width
     ref = next((kv for kv in kvs if kv is not None), None)
     if not width or ref is None:
         return None
+    columns = width if capacity is None else capacity
     layers = []
     for layer, (k0, v0) in enumerate(ref):
-        keys = k0.new_zeros((len(kvs), k0.shape[0], width, k0.shape[2]))
-        values = v0.new_zeros((len(kvs), v0.shape[0], width, v0.shape[2]))
+        keys = k0.new_zeros((len(kvs), k0.shape[0], columns, k0.shape[2]))
+        values = v0.new_zeros((len(kvs), v0.shape[0], columns, v0.shape[2]))
         for b, (kv, n) in enumerate(zip(kvs, lengths)):
             if n:
-                keys[b, :, width - n:], values[b, :, width - n:] = kv[layer]  # type: ignore[index]
+                keys[b, :, width - n:width], values[b, :, width - n:width] = kv[layer]  # type: ignore[index]
         layers.append((keys, values))
-    return dynamic_cache(layers)
+    return dynamic_cache(layers) if capacity is None else reserved_cache(layers, width)
