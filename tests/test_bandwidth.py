@@ -56,11 +56,17 @@ def test_smoke_run_writes_the_cpu_and_the_thread_counts(tmp_path, capsys):
     assert "stream triad" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--threads", "0"], ["--threads", "1,x"], ["--array-mib", "0"],
-                                  ["--rounds", "-1"]])
+@pytest.mark.parametrize("argv", [
+    ["--threads", "0"], ["--threads", "1,x"], ["--array-mib", "0"], ["--rounds", "-1"],
+    ["--array-mib", str(1 << 30)],  # three arrays of 1 PiB: refused before any is allocated
+    ["--smoke", "--out", "{tmp}"],  # a folder
+    ["--smoke", "--out", "{tmp}/a-file/bw.json"],  # under a file
+])
 def test_bad_arguments_end_in_one_line_before_anything_is_written(argv, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     out = tmp_path / "bw.json"
     with pytest.raises(SystemExit) as e:
-        bandwidth.main([*argv, "--out", str(out)])
-    assert str(e.value).startswith("bandwidth: ") and "\n" not in str(e.value)
-    assert not out.exists()
+        bandwidth.main(argv if "--out" in argv else [*argv, "--out", str(out)])
+    assert str(e.value).startswith("bandwidth: ") and "\n" not in str(e.value), e.value
+    assert not out.exists() and (tmp_path / "a-file").is_file()

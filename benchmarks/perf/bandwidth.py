@@ -81,6 +81,34 @@ def default_array_mib() -> int:
     return max(256, -(-4 * llc // MIB))
 
 
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_room(array_mib: int, out: Path) -> None:
+    """A one-line exit, before anything is allocated or measured, where the three arrays would not fit in
+    the memory available or the result could not be written."""
+    need, free = 3 * array_mib * MIB, available_bytes()
+    if free is not None and need > 0.8 * free:
+        raise SystemExit(f"bandwidth: three arrays of {array_mib} MiB need {need / 2**30:.1f} GiB, more than 80% of "
+                         f"the {free / 2**30:.1f} GiB available; pass a smaller --array-mib")
+    if out.is_dir():
+        raise SystemExit(f"bandwidth: --out {out} is a folder; name a file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"bandwidth: cannot create {out.parent} for --out ({e.strerror})") from None
+    if not os.access(out.parent, os.W_OK):
+        raise SystemExit(f"bandwidth: {out.parent} is not writable (--out)")
+
+
 def best_seconds(kernel, rounds: int) -> float:
     """The fastest of ``rounds`` timed calls of ``kernel`` (after one untimed call that faults the pages in)."""
     kernel()
@@ -212,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"(got {args.array_mib}, {args.rounds})")
     array_mib = 1 if args.smoke else (args.array_mib or default_array_mib())
     rounds = 1 if args.smoke else args.rounds
+    check_room(array_mib, args.out)
     result = measure(array_mib, threads, rounds)
     result["smoke"] = args.smoke
     print("\n".join(summary(result)), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")
     return 0 if result["stream"]["valid"] else 1
