@@ -156,7 +156,8 @@ def stream(elements: int, threads: list[int], rounds: int) -> dict:
     want = expected_values(len(threads))
     every = max(1, elements // 4096)  # a sample of the elements: checking all would be another pass per array
     got = [(float(x[::every].min()), float(x[::every].max())) for x in (a, b, c)]
-    valid = all(lo == hi == w for (lo, hi), w in zip(got, want))
+    # exact while the values stay below 2**53 (15**13); beyond, a fused multiply-add may round differently
+    valid = all(abs(lo - w) <= 1e-12 * w and abs(hi - w) <= 1e-12 * w for (lo, hi), w in zip(got, want))
     return {"elements": elements, "array_bytes": elements * WORD, "word_bytes": WORD,
             "bytes": {name: WORDS[name] * WORD * elements for name in kernels}, "gb_per_s": gbs, "valid": valid}
 
