@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import random
 import runpy
 import subprocess
 import sys
@@ -156,13 +157,16 @@ def run_main(module: str, args: list[str], monkeypatch) -> object:
 
 
 @pytest.fixture
-def keep_torch_threads():
-    """A script may set torch's thread count; the tests after it run with the count they started with."""
+def keep_global_state():
+    """A script may set torch's thread count or seed its global generators; the tests after it start from
+    the count and the generator states they would have had without it."""
     import torch
 
-    threads = torch.get_num_threads()
+    threads, torch_rng, python_rng = torch.get_num_threads(), torch.random.get_rng_state(), random.getstate()
     yield
     torch.set_num_threads(threads)
+    torch.random.set_rng_state(torch_rng)
+    random.setstate(python_rng)
 
 
 def test_the_glob_finds_the_scripts_and_each_runnable_one_is_classified():
@@ -199,7 +203,7 @@ def test_script_answers_help(module, monkeypatch, capsys):
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_SMOKE else m
                                     for m in SMOKE])
-def test_script_smoke_run(module, tmp_path, monkeypatch, keep_torch_threads):
+def test_script_smoke_run(module, tmp_path, monkeypatch, keep_global_state):
     monkeypatch.chdir(REPO)
     # the user's caches stay out of it: no reference files or models found there, no index written there
     monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
