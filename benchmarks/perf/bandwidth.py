@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,12 +102,15 @@ def check_room(array_mib: int, out: Path) -> None:
                          f"the {free / 2**30:.1f} GiB available; pass a smaller --array-mib")
     if out.is_dir():
         raise SystemExit(f"bandwidth: --out {out} is a folder; name a file")
-    try:
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise SystemExit(f"bandwidth: --out {out} is under {blocking}, a file")
+    try:  # a file made and removed again: proof that the result can be written after minutes of measuring
         out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent):
+            pass
     except OSError as e:
-        raise SystemExit(f"bandwidth: cannot create {out.parent} for --out ({e.strerror})") from None
-    if not os.access(out.parent, os.W_OK):
-        raise SystemExit(f"bandwidth: {out.parent} is not writable (--out)")
+        raise SystemExit(f"bandwidth: cannot write --out {out} ({e.strerror})") from None
 
 
 def best_seconds(kernel, rounds: int) -> float:
