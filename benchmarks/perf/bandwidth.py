@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from benchmarks.perf.results import RESULTS, stamp
 
-OUT = RESULTS / "bandwidth.json"
+OUT = RESULTS / "bandwidth.json"  # named in results.OTHER_PERF
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
 WORD = 8  # float64, STREAM's word
 SCALAR = 3.0  # STREAM's q
