@@ -20,7 +20,7 @@ def test_one_pass_of_streams_kernels_by_hand():
 
 def test_stream_counts_words_the_stream_way_and_its_arrays_hold_the_recurrences_values():
     got = bandwidth.stream(1000, [1, 1, 1], rounds=2)  # three thread counts: three passes of the recurrence
-    assert got["bytes"] == {"copy": 16000, "scale": 16000, "add": 24000, "triad": 24000}
+    assert got["bytes"] == {"copy": 16000, "scale": 16000, "add": 24000, "triad": 24000, "read": 8000}
     assert got["valid"] is True
     assert set(got["gb_per_s"]["triad"]) == {"1"} and got["gb_per_s"]["triad"]["1"] > 0
 

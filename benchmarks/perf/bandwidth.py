@@ -10,9 +10,11 @@ their work over that many threads), because torch is what the engine decodes wit
 - stream:  STREAM's copy (c = a), scale (b = q c), add (c = a + b) and triad (a = b + q c) over three float64
            arrays of --array-mib MiB each (default: 4 times the last-level cache, STREAM's rule, so no array
            stays cached). Bytes are counted the STREAM way: 2 words an element for copy and scale, 3 for add
-           and triad (the write-allocate read of the destination is not counted). Best of --rounds rounds
-           (the machine is shared: the best round is the least disturbed); the arrays' final values are
-           checked against STREAM's recurrence, so a kernel that skipped work would fail.
+           and triad (the write-allocate read of the destination is not counted, so where the CPU reads a line
+           before writing it, the traffic is larger than counted). Then read, not a STREAM kernel: the sum of
+           one array, 1 word an element and no writes, the pattern of weights streamed through a product.
+           Best of --rounds rounds (the machine is shared: the best round is the least disturbed); the
+           arrays' final values are checked against STREAM's recurrence, so a kernel that skipped work fails.
 - weights: ``torch.nn.functional.linear`` of one row (batch 1, as decoding one sequence) through a weight
            matrix of the same size in bytes, fp32 and bf16: GB/s of weight bytes read (the input and output
            vectors are a few KB and not counted).
@@ -42,8 +44,8 @@ OUT = RESULTS / "bandwidth.json"  # named in results.OTHER_PERF
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
 WORD = 8  # float64, STREAM's word
 SCALAR = 3.0  # STREAM's q
-# STREAM's words moved per element: read a, write c for copy; read b and c, write a for triad
-WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
+# STREAM's words moved per element: read a, write c for copy; read b and c, write a for triad; and read alone
+WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "read": 1}
 MATVEC_COLUMNS = 4096  # the weight matrix's input width: a mid-sized model's hidden size
 MIB = 1 << 20
 
@@ -58,7 +60,9 @@ def cpu() -> dict:
     except OSError:  # not Linux: the model is platform's guess and no flags are known
         pass
     flags = set(info.get("flags", "").split())
+    # family/model/stepping name the part where a virtual machine's model name is generic ("Xeon Processor")
     return {"model": info.get("model name", platform.processor() or "?"), "machine": platform.machine(),
+            "family_model_stepping": "/".join(info.get(k, "?") for k in ("cpu family", "model", "stepping")),
             "flags": {f: f in flags for f in SPEED_FLAGS}, "last_level_cache_bytes": last_level_cache(),
             "cpus": os.cpu_count(), "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
@@ -125,11 +129,13 @@ def best_seconds(kernel, rounds: int) -> float:
 
 
 def stream_kernels(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> dict:
-    """STREAM's four kernels on the arrays, in STREAM's order, each writing in place."""
+    """STREAM's four kernels on the arrays, in STREAM's order, each writing in place; then ``read``, the sum of
+    a, which reads and writes nothing back (a weight matrix is only read)."""
     return {"copy": lambda: c.copy_(a),
             "scale": lambda: torch.mul(c, SCALAR, out=b),
             "add": lambda: torch.add(a, b, out=c),
-            "triad": lambda: torch.add(b, c, alpha=SCALAR, out=a)}
+            "triad": lambda: torch.add(b, c, alpha=SCALAR, out=a),
+            "read": lambda: a.sum()}
 
 
 def expected_values(calls: int) -> tuple[float, float, float]:
