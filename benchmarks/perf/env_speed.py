@@ -61,7 +61,7 @@ def time_snapshots(env, snapshots: list, snap_fn, restore_fn) -> float:
 
 def embedded_row(name: str, n_steps: int) -> str:
     env = make_env(name)
-    t_env, _, _, snaps = play(env, n_steps, random.Random(0), every=97)
+    t_env, _, _, snaps = play(env, n_steps, random.Random(0), every=min(97, n_steps))  # a short run snapshots once
     native = time_snapshots(env, snaps, type(env).snapshot, type(env).restore)
     replays = []
     for s in snaps:  # the same states as replay snapshots
@@ -82,7 +82,7 @@ def sim_vs_real(n_steps: int) -> None:
     sim = make_env("alfworld-sim", max_steps=30)
     rows = {}
     for label, env in (("alfworld-sim", sim), ("alfworld (real)", real)):
-        t_env, t_reset, resets, snaps = play(env, n_steps, random.Random(1), every=10)
+        t_env, t_reset, resets, snaps = play(env, n_steps, random.Random(1), every=min(10, n_steps))
         snap_us = time_snapshots(env, snaps, type(env).snapshot, type(env).restore)
         rows[label] = (n_steps / t_env, t_reset / resets * 1e3, snap_us, resets)
     print("| engine | steps/s | reset ms | snapshot+restore us | episodes |")
@@ -98,6 +98,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20000, help="random steps per embedded env")
     ap.add_argument("--real-steps", type=int, default=300, help="steps on each side of sim vs real")
     args = ap.parse_args()
+    if min(args.steps, args.real_steps) < 1:
+        raise SystemExit(f"env_speed: --steps and --real-steps must be at least 1 "
+                         f"(got {args.steps}, {args.real_steps})")
     print("| env | steps/s | snapshot+restore us (native) | (replay) | replay/native |")
     print("|---|---|---|---|---|")
     for name in EMBEDDED:
