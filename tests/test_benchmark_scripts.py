@@ -30,6 +30,7 @@ FIRST_PARTY = ("prover", "benchmarks")
 SMOKE = {
     "benchmarks.conformance.credit_vs_reference": ["--no-fetch", "--repeats", "1"],  # ours only: no reference here
     "benchmarks.perf.bandwidth": ["--smoke", "--out", "{tmp}/bandwidth.json"],
+    "benchmarks.perf.decode_vs_llama": ["--smoke"],  # prover's side only, the tiny policy
     "benchmarks.perf.credit_speed": ["--groups", "2", "--group-size", "2", "--max-turns", "6"],
     "benchmarks.perf.env_speed": ["--steps", "50", "--real-steps", "5"],
     "benchmarks.perf.kv_cache": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--new-tokens", "2",
@@ -67,12 +68,13 @@ HELP_ONLY = {
                                       "20 s and more at its smallest (kv_cache's smoke run covers the engine)",
     "benchmarks.perf.prover_overhead": "train runs per env and judge (~10 min)",
     "benchmarks.perf.run": "every section of docs/perf.md (~100 min)",
+    "benchmarks.perf.step_ratio": "a real model's RL steps, here and in an older revision's checkout",
     "benchmarks.perf.sft_levers": "builds and trains the main job's policy; writes results/perf/ only",
     "benchmarks.perf.step_overhead": "a train run (a minute and a half for one step)",
     "benchmarks.studies.lora_vs_full": "SmolLM2-135M train runs, LoRA and full",
 }
 # smoke runs that build or train a model (the `slow` marker's rule)
-SLOW_SMOKE = {"benchmarks.perf.credit_speed", "benchmarks.perf.kv_cache", "benchmarks.perf.learner_sequences"}
+SLOW_SMOKE = {"benchmarks.perf.credit_speed", "benchmarks.perf.decode_vs_llama", "benchmarks.perf.kv_cache", "benchmarks.perf.learner_sequences"}
 
 
 def module_of(path: Path) -> str:
