@@ -218,7 +218,7 @@ def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
 def cmd_check_env(args: argparse.Namespace) -> int:
     from prover.config_load import check_env_settings
     from prover.envs import make_env
-    from prover.envs.checker import check_env, check_gymnasium
+    from prover.envs.checker import check_env_report, check_gymnasium
     from prover.errors import ContractError
 
     kwargs, stage = _env_kwargs(args.name, args.kwargs), "building the env"
@@ -227,8 +227,8 @@ def cmd_check_env(args: argparse.Namespace) -> int:
         isolate = args.isolate_global_rng
         env = make_env(args.name, isolate_global_rng=isolate, **kwargs)  # its errors name the env already
         stage = "checking the env"
-        n = check_env(env, make_twin=lambda: make_env(args.name, isolate_global_rng=isolate, **kwargs))
-        n += check_gymnasium(env)
+        report = check_env_report(env, make_twin=lambda: make_env(args.name, isolate_global_rng=isolate, **kwargs))
+        n = report.checks + check_gymnasium(env)
     except ContractError as exc:
         raise ContractError(f"{args.name}: {exc}") from exc
     except ProverError:
@@ -236,7 +236,11 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     except Exception as exc:  # a plugin's bug, reported like a broken rule: one line, no traceback
         raise ContractError(f"{args.name}: {stage} raised {type(exc).__name__}: "
                             f"{' '.join(str(exc).split())[:200]}") from exc
+    if args.strict and report.blind_line(args.name):  # --strict: a game the checks could not play fails
+        raise ContractError(report.blind_line(args.name))
     print(f"{args.name}: passes the env contract ({n} checks)")
+    if report.blind_line(args.name):
+        print(f"warning: {report.blind_line(args.name)}", file=sys.stderr)
     return 0
 
 
@@ -273,6 +277,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     ce.add_argument("kwargs", nargs="*", help="the env's arguments as key=value, e.g. max_steps=20")
     ce.add_argument("--isolate-global-rng", action="store_true", help="check the env as a run with "
                     "env.isolate_global_rng=true makes it (each instance its own random and numpy RNGs)")
+    ce.add_argument("--strict", action="store_true", help="fail (exit 2) when the env listed no admissible "
+                    "actions at some of the steps the checks chose, which they then played with 'look' only")
     ce.set_defaults(fn=cmd_check_env)
     from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 

@@ -4,7 +4,9 @@ The config's names and field types are checked when it loads (prover/config_load
 themselves is checked here, by building them once and throwing them away:
 
 - the run folder is a folder this process may write (or can be made);
-- the env, with its ``env.kwargs``, is a TextEnv and resets on the train split and on ``eval.split``;
+- the env, with its ``env.kwargs``, is a TextEnv and resets on the train split and on ``eval.split``, and
+  passes the contract checks that a run would otherwise fail silently: instances stepped in lockstep, and
+  snapshots for a credit method that branches (``prover.envs.train_checks``, once per process per env);
 - the agent's prompt templates render (every placeholder known);
 - a model folder (``model.path`` other than ``tiny``) is a folder with a config, weights whose header
   reads, and a tokenizer with a chat template;
@@ -76,8 +78,24 @@ def check_env(cfg: TrainConfig) -> None:
         except (KeyError, IndexError, ValueError) as exc:
             raise ContractError(f"env {cfg.env.name!r}: its prompt template has an unknown placeholder {exc}; "
                                 "templates may use task, observation, actions, history, step, n_history") from exc
+        env_class = type(env)
     finally:
         env.close()
+    check_env_contract(cfg, env_class)
+
+
+def check_env_contract(cfg: TrainConfig, env_class: type) -> None:
+    """The lockstep and (for a method that branches) snapshot checks of ``prover check-env``, on two fresh
+    instances, unless this process passed them for the same env class and settings."""
+    # as check_env's imports: the env machinery (gymnasium, numpy) loads only when a run is checked
+    from prover.envs import make_configured_env
+    from prover.envs.train_checks import check_for_training, check_key
+    from prover.registry import CREDIT
+
+    branches = bool(getattr(CREDIT.get(cfg.credit.name), "needs_snapshots", False))
+    key = check_key(env_class, cfg.env.kwargs, cfg.env.isolate_global_rng, branches)
+    check_for_training(cfg.env.name, lambda: make_configured_env(cfg.env), key, branches,
+                       cfg.rollout.max_turns)
 
 
 def check_model_folder(path: Path) -> None:

@@ -114,13 +114,17 @@ class Reporter:
         self.note(f"eval at step {r['step']}: held-out success {r['eval/success']:.3f} "
                   f"({int(r['eval/episodes'])} episodes{kept}{fmt})")
 
-    def summary(self, history: list[dict[str, Any]], final: dict[str, Any] | None) -> dict[str, Any]:
+    def summary(self, history: list[dict[str, Any]], final: dict[str, Any] | None,
+                warm_started: bool = True) -> dict[str, Any]:
+        """The run's result; its line names what the first evaluation followed: the warm start when it was
+        on (``warm_started``), else nothing but the base policy, "before RL"."""
         evals = [r for r in history if r["phase"] == "eval"]
         first, last = evals[0] if evals else None, evals[-1] if evals else None
         out = {"success_before_rl": first["eval/success"] if first else None,
                "success_after_rl": last["eval/success"] if last else None,
                "steps": max((r["step"] for r in history), default=0)}
         if first and last:
-            self.note(f"held-out success: after warm start {out['success_before_rl']:.3f} -> "
+            start = "after warm start" if warm_started else "before RL"
+            self.note(f"held-out success: {start} {out['success_before_rl']:.3f} -> "
                       f"after RL {out['success_after_rl']:.3f} (step {last['step']})")
         return out

@@ -219,6 +219,8 @@ ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", builtins={
     # any Gymnasium env with text observations (prover/envs/gym.py); snapshots only if declared deterministic
     "gymnasium": "prover.envs.gym:GymnasiumTextEnv",
     "gymnasium-deterministic": "prover.envs.gym:DeterministicGymnasiumTextEnv",
+    "openenv": "prover.envs.openenv_remote:OpenEnvTextEnv",
+    "openenv-deterministic": "prover.envs.openenv_remote:DeterministicOpenEnvTextEnv",
 })
 CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner", builtins={
     "grpo": "prover.credit.grpo:GRPO",

@@ -11,6 +11,9 @@
   and the session goes on. OpenEnv itself would answer ``[1,2]`` with "'list' object has no attribute 'get'"
   and close the session.
 - An HTTP body that does not validate: 422 with one line in ``detail`` (FastAPI gives a list of errors).
+- What OpenEnv's server answers on a WebSocket, where its client would not show the reason: a validation
+  error's first reason is written into its message, and a session refused at capacity is closed with
+  1013 and the reason (``ReasonsShown``).
 
 The bounds on what the messages hold (seeds, options, action length) are the env bridge's
 (``prover.openenv_bridge``), so that they hold for every route.
@@ -24,6 +27,8 @@ from typing import Any
 MAX_MESSAGE_BYTES = 1 << 20  # 65 536 characters of \uXXXX escapes (6 bytes each) and the rest of a message
 DRAIN_TIMES = 16  # a refused body is read on (and dropped) up to this many times the bound
 MESSAGE_TYPES = ("reset", "step", "state", "close")
+TRY_AGAIN_LATER = 1013  # the WebSocket close code for a server that is full for now (RFC 6455, IANA)
+CLOSE_REASON_BYTES = 123  # a close frame's reason, at most (RFC 6455 5.5: 125 bytes less the code)
 MESSAGE_KEYS = ("type", "data")
 JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
               type(None): "null"}
@@ -68,6 +73,7 @@ class Guard:
         if scope.get("type") == "http":
             await self._http(scope, receive, send)
         elif scope.get("type") == "websocket":
+            send = ReasonsShown(send)
             await self.app(scope, self._checked(receive, send), send)
         else:
             await self.app(scope, receive, send)
@@ -115,6 +121,53 @@ class Guard:
                 await send({"type": "websocket.send", "text": json.dumps(error)})
 
         return checked
+
+
+class ReasonsShown:
+    """``send`` for a WebSocket session, so that OpenEnv's client shows the server's reason where OpenEnv's
+    server sends it in a form the client does not print:
+
+    - a validation error (``VALIDATION_ERROR``) carries its reasons in ``errors``, and the client prints only
+      ``message`` ("Invalid message"): the first reason is written into the message, as one line;
+    - a session refused at capacity (``CAPACITY_REACHED``) is told in a message sent right after the
+      handshake, before the client has asked anything, then closed with 1000 (OK): a client that sends its
+      reset after the close sees only ``ConnectionClosedOK``. The close is sent as 1013 (try again later)
+      with the reason, which the client's exception prints.
+    """
+
+    def __init__(self, send: Any) -> None:
+        self.send, self.refusal = send, ""
+
+    async def __call__(self, message: dict) -> None:
+        if message.get("type") == "websocket.send" and isinstance(message.get("text"), str):
+            message = {**message, "text": self._shown(message["text"])}
+        elif message.get("type") == "websocket.close" and self.refusal:
+            message = {**message, "code": TRY_AGAIN_LATER, "reason": clip_bytes(self.refusal, CLOSE_REASON_BYTES)}
+        await self.send(message)
+
+    def _shown(self, text: str) -> str:
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            return text
+        data = reply.get("data") if isinstance(reply, dict) and reply.get("type") == "error" else None
+        if not isinstance(data, dict):
+            return text
+        if data.get("code") == "CAPACITY_REACHED":
+            self.refusal = " ".join(str(data.get("message", "the server is at capacity")).split())
+        errors = data.get("errors")
+        if data.get("code") == "VALIDATION_ERROR" and isinstance(errors, list) and errors:
+            first = errors[0] if isinstance(errors[0], dict) else {}
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            why = " ".join(str(first.get("msg", "does not validate")).split())[:200]
+            data["message"] = f"{data.get('message', 'Invalid message')}: {where + ': ' if where else ''}{why}"
+            return json.dumps(reply)
+        return text
+
+
+def clip_bytes(text: str, most: int) -> str:
+    """``text`` cut to at most ``most`` bytes of UTF-8, on a character boundary."""
+    return text.encode()[:most].decode(errors="ignore")
 
 
 async def _drain(receive: Any, most: int) -> None:

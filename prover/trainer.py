@@ -294,7 +294,7 @@ class Trainer:
                 r["phase"] == "eval" and r["step"] == cfg.steps for r in run.history()) else None
         finally:
             self.rollout.close()  # the final evaluation's envs, made after close() closed the training's
-        return self.report.summary(run.history(), final)
+        return self.report.summary(run.history(), final, warm_started=cfg.warmstart.enabled)
 
 
 def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:

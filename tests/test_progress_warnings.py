@@ -38,3 +38,15 @@ def test_nearly_all_singleton_anchor_groups_warn_once_per_run():
     assert len(lines) == 1 and lines[0].startswith("credit: 90% of step 4's GiGPO anchor groups are single turns")
     assert "credit.anchor=observation" in lines[0]
     assert "anchor groups" not in _printed(RECORD)  # methods other than GiGPO report no share
+
+
+def _final_line(warm_started: bool) -> str:
+    out = io.StringIO()
+    history = [{"step": 0, "phase": "eval", "eval/success": 0.25}, {"step": 2, "phase": "eval", "eval/success": 0.5}]
+    Reporter(Console(file=out, width=400)).summary(history, None, warm_started=warm_started)
+    return out.getvalue().strip()
+
+
+def test_the_final_line_names_the_warm_start_only_when_there_was_one():
+    assert _final_line(True) == "held-out success: after warm start 0.250 -> after RL 0.500 (step 2)"
+    assert _final_line(False) == "held-out success: before RL 0.250 -> after RL 0.500 (step 2)"

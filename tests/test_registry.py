@@ -304,7 +304,7 @@ def test_prover_train_with_a_plugin_of_the_wrong_kind_is_one_line(override, tmp_
 # Every built-in the docs name, by kind: written out here, not read from the registries.
 BUILTINS = {
     "envs": ["alfworld-sim", "alfworld-sim-v1", "webshop-sim", "searchqa-sim", "pivot-sim", "gymnasium",
-             "gymnasium-deterministic"],
+             "gymnasium-deterministic", "openenv", "openenv-deterministic"],
     "credit": ["grpo", "budget-matched-grpo", "gigpo", "hgpo", "graphgpo", "spo-chain", "spo-tree", "tree-grpo",
                "prover", "criticsearch", "triage"],
     "judges": ["contrast", "text-contrast", "random", "litellm", "local"],

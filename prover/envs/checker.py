@@ -11,6 +11,7 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from prover.envs.base import TextEnv
@@ -120,15 +121,23 @@ def check_step_types(env: TextEnv, seed: int) -> None:
         _nonsense(env, seed, 3)
 
 
-def check_seed_determinism(env: TextEnv, seed: int, n_steps: int, twin: TextEnv | None = None) -> None:
+def check_seed_determinism(env: TextEnv, seed: int, n_steps: int, twin: TextEnv | None = None) -> list[tuple]:
     """The same seed and actions give the same episode, twice alone and (with ``twin``) in lockstep with
-    another instance, as a rollout steps a group (``prover.envs.checker_lockstep``)."""
+    another instance, as a rollout steps a group (``prover.envs.checker_lockstep``). Returns the episode."""
     a = _rollout(env, seed, n_steps, _random_picker(seed))
     b = _rollout(env, seed, n_steps, _random_picker(seed))
     if a != b:
         _fail("seed-determinism", f"two episodes with seed {seed} and the same actions differ")
     if twin is not None:
         check_reset_lockstep(env, twin, seed, n_steps, _random_picker, _step, _fail)
+    return a
+
+
+def blind_steps(trace: list[tuple]) -> tuple[int, int]:
+    """(steps chosen where the env listed no admissible actions, steps) of a ``_rollout`` episode: there the
+    checks had nothing to choose from and sent ``look`` (or their nonsense action)."""
+    listed = [trace[0][-1]] + [entry[-1] for entry in trace[1:-1]]  # what each step chose from
+    return sum(not actions for actions in listed), len(trace) - 1
 
 
 def _plain_fields(env: TextEnv) -> dict[str, Any]:
@@ -295,29 +304,53 @@ def check_corpus_env(env: TextEnv) -> None:
                             "tokenizer on prompts the agent never sees")
 
 
+@dataclass(frozen=True)
+class EnvCheckReport:
+    """What ``check_env_report`` ran: ``checks`` passed, and of the ``steps`` its random episodes chose,
+    the ``blind`` ones where the env listed no admissible actions (so the checks sent ``look``)."""
+
+    checks: int
+    steps: int
+    blind: int
+
+    def blind_line(self, name: str) -> str:
+        """One line saying how little of the game was played, or '' when the checks had actions to choose."""
+        if not self.blind:
+            return ""
+        return (f"{name}: the env listed no admissible actions at {self.blind} of the {self.steps} steps the checks "
+                "chose, so they sent 'look' there and the game itself went untested; list the actions in "
+                "info['admissible_actions'] (a Discrete Gymnasium env gets them from its action names)")
+
+
 def check_env(env: TextEnv, seeds: tuple[int, ...] = (0, 1, 2), n_steps: int = 30,
               key_budget_s: float = 1.0, make_twin: Callable[[], TextEnv] | None = None) -> int:
     """Run every contract check on ``env``; raise ``ContractError`` on the first broken rule.
     Returns the number of checks that ran (the snapshot checks are skipped when ``can_snapshot`` is False).
     ``make_twin`` builds the second instance the lockstep checks step alongside ``env`` (default: a deep
     copy of ``env``); they count with seed-determinism and snapshot-restore."""
+    return check_env_report(env, seeds, n_steps, key_budget_s, make_twin).checks
+
+
+def check_env_report(env: TextEnv, seeds: tuple[int, ...] = (0, 1, 2), n_steps: int = 30,
+                     key_budget_s: float = 1.0, make_twin: Callable[[], TextEnv] | None = None) -> EnvCheckReport:
+    """``check_env``, and how many of its steps had admissible actions to choose from."""
     if not isinstance(env, TextEnv):
         _fail("type", f"{type(env).__name__} is not a prover.envs.TextEnv")
     check_corpus_env(env)
     twin = second_instance(env, make_twin, _fail)
-    count = 1
+    count = steps = blind = 0
     for seed in seeds:
         check_reset(env, seed)
         check_step_types(env, seed)
-        check_seed_determinism(env, seed, n_steps, twin)
-        count += 3
+        seed_blind, seed_steps = blind_steps(check_seed_determinism(env, seed, n_steps, twin))
+        blind, steps, count = blind + seed_blind, steps + seed_steps, count + 3
         if env.can_snapshot:
             check_snapshot_restore(env, seed, n_steps, twin)
             check_state_key(env, seed, n_steps, key_budget_s)
             count += 2
     if make_twin is not None:  # ours to close (a deep copy shares nothing worth closing)
         twin.close()
-    return count
+    return EnvCheckReport(1 + count, steps, blind)
 
 
 def check_gymnasium(env: TextEnv) -> int:

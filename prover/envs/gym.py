@@ -23,8 +23,14 @@ other ``env.kwargs`` going to ``gymnasium.make``. An env that a package register
 imports no package on a guess. Observations that are not text (a Dict, an array) become text through
 ``obs_to_text=<module>:<function>``, a function of (observation, the Gymnasium env) that returns a str.
 Actions are text (a ``Text`` space, passed through) or a ``Discrete`` choice, shown as the env's
-``action_names`` (or ALE's ``get_action_meanings()``), else as the integers, and matched back
-case-insensitively. prover cannot know whether a foreign env is deterministic,
+``action_names`` (``env.kwargs.action_names``, else the env's attribute, or ALE's ``get_action_meanings()``),
+else as the integers, and matched back
+case-insensitively. An episode is won by the rule ``success`` sets (``prover.envs.success``; by default
+the env's ``info["won"]`` or ``info["is_success"]``, else a terminating step with a positive reward), and
+the first episode's end prints which rule decided. The task shown in every prompt is the reset's
+``info["task"]``, else the first observation's text. The warm start's expert is the wrapped env's
+``unwrapped.expert_action()``, when it has one, returning an action (a Discrete index or its text).
+prover cannot know whether a foreign env is deterministic,
 so snapshots are off unless the user says so: ``deterministic=True`` turns on replay snapshots (the seed and
 the actions so far; a restore re-makes the env, resets it with the seed and replays). The name
 ``gymnasium-deterministic`` is that env with the flag fixed on at class level, which is what the config
@@ -42,6 +48,7 @@ from gymnasium import spaces
 from pydantic import Field
 
 from prover.envs.base import TextEnv
+from prover.envs.success import SuccessRule
 from prover.errors import ConfigError, ContractError
 from prover.registry import load_target, split_target
 
@@ -50,7 +57,14 @@ ENTRY_POINT = "prover.envs.gym:make_prover_env"
 VERSIONED = re.compile(r"^(?P<family>.+)-v(?P<version>0|[1-9]\d*)$")  # as Gymnasium parses an id's version
 # the characters Gymnasium allows in a name, less ':' (its "module:id" separator in make)
 GYM_NAME = re.compile(r"^[\w.-]+$")
-WIN_KEYS = ("won", "is_success")  # prover's name for success, then the common Gymnasium one
+Success = Annotated[str, Field(description=(
+    "When an episode counts as won: auto (info['won'] or info['is_success'] where the env sets one, else a "
+    "terminating step with a positive reward), info:KEY, terminated, or reward>=X (prover/envs/success.py)."))]
+ActionNames = Annotated[list[str] | None, Field(description=(
+    "The text of each action of a Discrete space, in order (e.g. [left,down,right,up]); None: the env's "
+    "action_names or ALE's action meanings, else the numbers."))]
+TaskText = Annotated[str | None, Field(description=(
+    "The task every prompt shows, for an env whose reset info has no 'task'; None: the first observation."))]
 ObsToText = Annotated[str | None, Field(description=(
     "module:function that writes each observation as text, called as function(observation, gym_env) -> str: "
     "for envs whose observations are not text (a Dict, an array); None passes text observations through."))]
@@ -144,19 +158,26 @@ def _load_obs_to_text(spec: str) -> Callable[[Any, gymnasium.Env], str]:
     return fn
 
 
-def _discrete_names(env: gymnasium.Env, space: spaces.Discrete, gym_id: str) -> list[str]:
-    """The text of each action of ``space``, in order: the env's names for them, else the integers."""
+def _discrete_names(env: gymnasium.Env, space: spaces.Discrete, gym_id: str, given: list[str] | None) -> list[str]:
+    """The text of each action of ``space``, in order: ``given`` (env.kwargs.action_names), else the env's
+    names for them, else the integers."""
     inner = env.unwrapped
-    names = getattr(inner, "action_names", None)
+    names = given if given is not None else getattr(inner, "action_names", None)
     if names is None and callable(getattr(inner, "get_action_meanings", None)):
         names = inner.get_action_meanings()
     if names is None:
         return [str(int(space.start) + i) for i in range(int(space.n))]
     names = [str(n).strip() for n in names]
     if len(names) != int(space.n) or len({n.lower() for n in names}) != len(names) or "" in names:
-        raise ConfigError(f"env 'gymnasium': Gymnasium env {gym_id!r} names its {int(space.n)} actions "
-                          f"{names!r}; they must be that many distinct, non-empty names")
+        whose = "env.kwargs.action_names" if given is not None else "its action_names"
+        raise ConfigError(f"env 'gymnasium': Gymnasium env {gym_id!r} has {int(space.n)} actions, and {whose} "
+                          f"{_clip_names(names)} are not that many distinct, non-empty names")
     return names
+
+
+def _clip_names(names: list[str]) -> str:
+    shown = repr(names)
+    return shown if len(shown) <= 120 else f"{shown[:117]}..."
 
 
 def _may_be_text(space: spaces.Space) -> bool:
@@ -175,8 +196,11 @@ class GymnasiumTextEnv(TextEnv):
     can_snapshot = False
 
     def __init__(self, *, id: str, deterministic: bool = False, obs_to_text: ObsToText = None,
+                 success: Success = "auto", action_names: ActionNames = None, task: TaskText = None,
                  **gym_kwargs: Any) -> None:
         self.gym_id = id
+        self._task_text = task
+        self.success = SuccessRule(success, f"gymnasium env {id!r}")
         self._gym_kwargs = dict(gym_kwargs)
         self._obs_to_text = _load_obs_to_text(obs_to_text) if obs_to_text is not None else None
         self._obs_to_text_name = obs_to_text
@@ -190,11 +214,14 @@ class GymnasiumTextEnv(TextEnv):
         space = self._env.action_space
         self._names: list[str] | None = None  # a Discrete env's action texts, in the order of its actions
         if isinstance(space, spaces.Discrete):
-            self._names = _discrete_names(self._env, space, id)
+            self._names = _discrete_names(self._env, space, id, action_names)
             self._start = int(space.start)
             self._by_text = {name.lower(): self._start + i for i, name in enumerate(self._names)}
-        elif not isinstance(space, spaces.Text):
+        elif not isinstance(space, spaces.Text) or action_names is not None:
             self._env.close()
+            if action_names is not None:
+                raise ConfigError(f"env 'gymnasium': action_names names the actions of a Discrete space; "
+                                  f"Gymnasium env {id!r} has actions {space}")
             raise ConfigError(f"env 'gymnasium': Gymnasium env {id!r} has actions {space}; only Text and "
                               "Discrete action spaces can be written as text")
         if self._obs_to_text is None and isinstance(self._env.observation_space, spaces.Text):
@@ -220,10 +247,12 @@ class GymnasiumTextEnv(TextEnv):
                                 f"from {method}(); the 'gymnasium' env needs text observations")
         return obs
 
-    def _info(self, inner: dict, valid: bool) -> dict:
+    def _info(self, inner: dict, valid: bool, step: tuple[float, bool] | None = None) -> dict:
+        """prover's info from the Gymnasium env's; ``step``: the (reward, terminated) of a step it took, the
+        only kind of turn that can win (a reset or a refused action wins nothing)."""
         info = dict(inner)
         info["task"] = self._task
-        info["won"] = bool(next((inner[k] for k in WIN_KEYS if k in inner), False))
+        info["won"] = step is not None and self.success.won(*step, inner)
         info["is_action_valid"] = valid and bool(inner.get("is_action_valid", True))
         if self._names is not None:
             info["admissible_actions"] = sorted(self._names)
@@ -236,7 +265,7 @@ class GymnasiumTextEnv(TextEnv):
         options = {k: v for k, v in options.items() if k != "split"}
         obs, info = self._env.reset(seed=seed, options=options or None)
         self._obs = self._text(obs, "reset")
-        self._task = str(info.get("task", self._obs))
+        self._task = str(info.get("task", self._task_text if self._task_text is not None else self._obs))
         self._last_info, self._moves = dict(info), []
         return self._obs, self._info(self._last_info, valid=True)
 
@@ -254,7 +283,10 @@ class GymnasiumTextEnv(TextEnv):
         self._obs = self._text(obs, "step")
         self._last_info = dict(info)
         self._moves.append(gym_action)
-        return self._obs, float(reward), bool(terminated), bool(truncated), self._info(self._last_info, True)
+        out = self._info(self._last_info, True, (float(reward), bool(terminated)))
+        if terminated or truncated:
+            self.success.tell_once()
+        return self._obs, float(reward), bool(terminated), bool(truncated), out
 
     def state_key(self) -> Hashable:
         return self._replay_seed, self._replay_options, tuple(self._moves)
@@ -289,8 +321,10 @@ class DeterministicGymnasiumTextEnv(GymnasiumTextEnv):
     deterministic = True
     can_snapshot = True
 
-    def __init__(self, *, id: str, obs_to_text: ObsToText = None, **gym_kwargs: Any) -> None:
-        super().__init__(id=id, deterministic=True, obs_to_text=obs_to_text, **gym_kwargs)
+    def __init__(self, *, id: str, obs_to_text: ObsToText = None, success: Success = "auto",
+                 action_names: ActionNames = None, task: TaskText = None, **gym_kwargs: Any) -> None:
+        super().__init__(id=id, deterministic=True, obs_to_text=obs_to_text, success=success,
+                         action_names=action_names, task=task, **gym_kwargs)
 
 
 register_gymnasium_envs()
