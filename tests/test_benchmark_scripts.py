@@ -60,7 +60,6 @@ HELP_ONLY = {
     "benchmarks.perf.chat_step": "a real model's RL steps, here and in an older revision's checkout",
     "benchmarks.perf.env_instances": "two `prover train` processes",
     "benchmarks.perf.limits": "builds and SFT-trains the main job's policy, then RL steps (~7 min)",
-    "benchmarks.perf.llama_vs_hf": "llama.cpp (llama-cpp-python) and the shipped SmolLM2 GGUF",
     "benchmarks.perf.main_job": "run.py's child: the README's main job (~23 min)",
     "benchmarks.perf.main_job_recipes": "train runs of the main job's recipes (~5 min a row)",
     "benchmarks.perf.micro_batch_memory": "RL updates of SmolLM2-135M in child processes (GBs of memory)",

@@ -8,11 +8,12 @@ The weights: the HF folder ``prover convert-gguf`` makes of SmolLM2-135M-Instruc
 that llama.cpp's own converter (``convert_hf_to_gguf.py`` in the llama.cpp source, ``--llama-src``) writes
 from that folder in F32 and BF16, so both engines hold the same numbers. llama.cpp's side is its
 ``llama-batched-bench`` (``--llama-bin``: the folder of a llama.cpp build), which prefills ``B`` distinct
-prompts of ``P`` tokens and then decodes ``T`` tokens for all ``B`` at once, and reports the decode's
-tokens per second (S_TG). prover's side does the same through ``HFEngine.generate``: ``B`` distinct prompts
-of ``P`` tokens (random ids), greedy, stop tokens suppressed, ``T`` new tokens; its decode time is the
-call's time less that of the same call asked for one token (the prefill and the first step). Rounds
-alternate between the two sides and each keeps its best (the machine is shared). Wall-clock on both sides.
+prompts of ``P`` tokens and then decodes ``T`` tokens for all ``B`` at once. prover's side does the same
+through ``HFEngine.generate``: ``B`` distinct prompts of ``P`` tokens (random ids), greedy, stop tokens
+suppressed, ``T`` new tokens. On both sides the decode's time is CPU seconds (the machine is shared, and a
+preempted process loses wall time, not CPU time): a run asked for ``T`` tokens less the same run asked for
+one (the load, the prefill and the first step). Rounds alternate between the two sides and each keeps its
+best.
 
 Writes benchmarks/results/perf/decode-vs-llama.json. ``--smoke`` runs prover's side only, on the tiny
 policy, a few tokens, into a temporary file (no llama.cpp needed).
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -46,13 +46,19 @@ def gguf_of(model: Path, dtype: str, llama_src: Path, work: Path) -> Path:
 
 
 def llama_round(binary: Path, gguf: Path, threads: int, batch: int, prompt: int, new: int) -> float:
-    """llama-batched-bench's decode tokens per second (S_TG) for ``batch`` parallel sequences."""
-    cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-npp", str(prompt), "-ntg", str(new),
-           "-npl", str(batch), "-c", str(batch * (prompt + new) + 16), "-b", "2048", "-ub", "512"]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
-    rows = [line for line in res.stdout.splitlines() if re.match(r"\|\s+\d+\s+\|", line)]
-    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
-    return float(cells[7])  # PP, TG, B, N_KV, T_PP, S_PP, T_TG, S_TG, T, S
+    """llama.cpp's decode tokens per CPU second for ``batch`` parallel sequences: ``llama-batched-bench``
+    run for ``new`` tokens and for one, the difference of the two processes' CPU seconds."""
+    def cpu_seconds(tokens: int) -> float:
+        cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-npp", str(prompt), "-ntg", str(tokens),
+               "-npl", str(batch), "-c", str(batch * (prompt + tokens) + 16), "-b", "2048", "-ub", "512"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"llama-batched-bench failed: {' '.join(cmd)}")
+        return usage.ru_utime + usage.ru_stime
+
+    first = cpu_seconds(1)
+    return batch * (new - 1) / max(cpu_seconds(new) - first, 1e-9)
 
 
 def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
@@ -69,9 +75,9 @@ def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
     suppress = lambda: [SuppressTokensLogitsProcessor(banned)]  # noqa: E731
 
     def timed(tokens: int) -> float:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         engine.generate(prompts, SamplingParams(max_new_tokens=tokens, temperature=0.0), logits_processor=suppress)
-        return time.perf_counter() - t0
+        return time.process_time() - t0
 
     first = timed(1)
     return batch * (new - 1) / max(timed(new) - first, 1e-9)
@@ -85,8 +91,11 @@ def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     rates: dict[str, dict[str, list[float]]] = {}
+    weight_bytes: dict[str, int] = {}
     for dtype in args.dtypes:
         engine = HFEngine(args.model, dtype=dtype, prefix_cache_mb=0)
+        # every weight is read once a decode step (the tied embedding as the LM head)
+        weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engine.model.parameters())
         gguf = None if args.smoke else gguf_of(Path(args.model), dtype, Path(args.llama_src), work)
         for batch in args.batches:
             key = f"{dtype} batch {batch}"
@@ -103,7 +112,8 @@ def measure(args: argparse.Namespace) -> dict:
                   flush=True)
         del engine
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-            "model": str(args.model), "rounds": rates, "cpu": cpu_name(), "load_average": os.getloadavg(),
+            "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu_name(),
+            "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}
 
 

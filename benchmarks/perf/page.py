@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchmarks.perf.page_decode import section as decode_section
+from benchmarks.perf.page_decode import summary_rows
 from benchmarks.perf.page_limits import limits_summary, section_limits
 from benchmarks.perf.results import ROOT, saved_results, today_command, when
 
@@ -72,6 +74,7 @@ def summary(r: dict) -> list[str]:
                          f"draws | {100 * row['agreement']:.1f}% of {r['verify']['proposals']} proposals |")
     if "limits" in r:
         lines += limits_summary(r["limits"])
+    lines += summary_rows(r)
     for key, which in (("cell", "a pivot-sim bench cell"), ("later-cell", "a matrix's later cell of a seed")):
         if key in r:
             lines.append(f"| {which}, after {r[key]['after']} / before {r[key]['before']} (threads "
@@ -192,7 +195,9 @@ def render(results: dict) -> str:
         from benchmarks.perf.async_rollout import section as async_section
 
         parts += [""] + async_section(results["async"])
-    if {"chat-step", "kv-cache", "learner-sequences", "bf16", "llama-vs-hf", "branch-prefill"} & set(results):
+    if {"bandwidth", "decode-vs-llama", "step-ratio-alfworld", "step-ratio-pivot2"} & set(results):
+        parts += [""] + decode_section(results)
+    if {"chat-step", "kv-cache", "learner-sequences", "bf16", "branch-prefill"} & set(results):
         from benchmarks.perf.page_real_model import section as real_model_section
 
         parts += [""] + real_model_section(results)

@@ -1,5 +1,5 @@
-"""docs/perf.md's section on a real model (issue 43): SmolLM2-135M-Instruct in a chat context, rendered from
-the JSON that benchmarks/perf/chat_step.py, kv_cache.py, learner_sequences.py, bf16.py and llama_vs_hf.py write."""
+"""docs/perf.md's section on a real model : SmolLM2-135M-Instruct in a chat context, rendered from
+the JSON that benchmarks/perf/chat_step.py, kv_cache.py, learner_sequences.py and bf16.py write."""
 
 from __future__ import annotations
 
@@ -98,39 +98,12 @@ def bf16_lines(res: dict) -> list[str]:
             "policy.md recommends bfloat16 for real models on CPUs that have it."]
 
 
-def llama_lines(res: dict) -> list[str]:
-    rate, over = res["tokens_per_s"], res["over_llama"]
-    return ["", f"Generation against llama.cpp (`python -m benchmarks.perf.llama_vs_hf`, {res['threads']} thread, "
-            f"{res['prompts']} prompts of {min(res['prompt_tokens'])}-{max(res['prompt_tokens'])} tokens, "
-            f"{res['new_tokens']} new tokens each): llama.cpp (Q4_1 weights, one prompt at a time) "
-            f"{rate['llama.cpp Q4_1']:.1f} tokens/s; prover's hf engine (8 prompts batched) "
-            f"{rate['prover hf float32']:.1f} tokens/s in float32 (**{over['prover hf float32']:.2f}x llama.cpp**) "
-            f"and {rate['prover hf bfloat16']:.1f} in bfloat16 ({over['prover hf bfloat16']:.2f}x). Both timings "
-            "include the prompts' prefill; llama-cpp-python has no batched completion, so its 8 prompts run one "
-            "after another, which is most of prover's lead (a single prompt's latency is not compared). "
-            f"{res.get('llama_build', '')}; {res.get('load', '')}."]
-
-
-def bf16_step_lines(res: dict) -> list[str]:
-    runs = res["runs"]
-    b, a = runs["before"]["seconds"], runs["after"]["seconds"]
-    extra = " ".join(res["after_settings"][1:])
-    return ["", f"The same pair again with bfloat16 where it pays (`--extra {extra}`: the "
-            f"engine's weights in bfloat16, the learner's forward under bfloat16 autocast), at once: rollout "
-            f"{a['rollout'] / b['rollout']:.2f}x, learner {a['learner'] / b['learner']:.2f}x, **a step "
-            f"{a['step'] / b['step']:.2f}x the time ({b['step'] / a['step']:.1f}x faster)**. Both started at "
-            "once; the after run ended first, and the load from other work (three SmolLM2 training runs) was "
-            "heavier than during the float32 pair, so compare ratios, not seconds."]
-
-
 def section(results: dict) -> list[str]:
     lines = [TITLE]
     if "chat-step" in results:
         lines += step_table(results["chat-step"])
         if "bf16" in results and "shape" in results["chat-step"]:
             lines += flops_table(results["chat-step"], results["bf16"]["peak_gflops"])
-    if "chat-step-bf16" in results:
-        lines += bf16_step_lines(results["chat-step-bf16"])
     kv = results.get("kv-cache", {}).get("summary", {}).get("smollm2")
     if kv:
         lines += ["", "The engine alone (`python -m benchmarks.perf.kv_cache`): 8 episodes x 8 turns of SmolLM2 "
@@ -149,6 +122,4 @@ def section(results: dict) -> list[str]:
         lines += branch_lines(results["branch-prefill"])
     if "bf16" in results:
         lines += bf16_lines(results["bf16"])
-    if "llama-vs-hf" in results:
-        lines += llama_lines(results["llama-vs-hf"])
     return lines

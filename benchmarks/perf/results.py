@@ -18,9 +18,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "perf"
 # the sections that benchmarks.perf.run measures, in the order it runs them
 SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell", "later-cell")
 # results/perf/<name>.json that other modules of benchmarks.perf write (main_job_recipes, sft_levers, the
-# real-model scripts, bandwidth)
-OTHER_PERF = ("recipes", "sft_levers", "chat-step", "chat-step-bf16", "bf16", "llama-vs-hf", "branch-prefill",
-              "bandwidth")
+# real-model scripts, bandwidth, decode_vs_llama, step_ratio)
+OTHER_PERF = ("recipes", "sft_levers", "chat-step", "bf16", "branch-prefill", "bandwidth", "decode-vs-llama",
+              "step-ratio-alfworld", "step-ratio-pivot2")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks.perf.async_rollout
 KV_CACHE = ROOT / "benchmarks" / "results" / "kv_cache.json"  # benchmarks.perf.kv_cache
 LEARNER_SEQUENCES = ROOT / "benchmarks" / "results" / "learner_sequences.json"  # benchmarks.perf.learner_sequences
@@ -57,8 +57,8 @@ def load(section: str) -> dict:
 
 def saved_results() -> dict:
     """Every saved section, main_job_recipes' runs, and the results of sft_levers, async_rollout and the
-    real-model scripts (chat_step, kv_cache, learner_sequences, bf16, llama_vs_hf, branch_prefill) and
-    bandwidth, where they exist."""
+    real-model scripts (chat_step, kv_cache, learner_sequences, bf16, branch_prefill), bandwidth,
+    decode_vs_llama and step_ratio, where they exist."""
     results = {s: json.loads((RESULTS / f"{s}.json").read_text())
                for s in (*SECTIONS, *OTHER_PERF) if (RESULTS / f"{s}.json").is_file()}
     for name, path in (("async", ASYNC), ("kv-cache", KV_CACHE), ("learner-sequences", LEARNER_SEQUENCES)):

@@ -1,0 +1,120 @@
+"""docs/perf.md's section on decoding against the machine's limits: the memory bandwidth a thread gets
+(benchmarks/perf/bandwidth.py), prover's decode against llama.cpp on the same weights, precision, batch,
+threads and tokens (decode_vs_llama.py), and a real model's RL step against an earlier revision
+(step_ratio.py), each with the CPU it ran on."""
+
+from __future__ import annotations
+
+TITLE = "## Decoding against the memory limit"
+FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct on alfworld-sim",
+              "pivot2": "Qwen2.5-Coder-0.5B-Instruct on two-rack pivot-sim"}
+
+
+def cpu_line(cpu: dict) -> str:
+    flags = ", ".join(f"{f} {'yes' if cpu.get('flags', {}).get(f) else 'no'}" for f in FLAGS)
+    return (f"CPU: {cpu.get('model', '?')} (family/model/stepping {cpu.get('family_model_stepping', '?')}, "
+            f"{cpu.get('cpus', '?')} cores; {flags}; torch's kernels {cpu.get('torch_cpu_capability', '?')}).")
+
+
+def bandwidth_lines(res: dict) -> list[str]:
+    stream, weights = res["stream"]["gb_per_s"], res["weights"]
+    threads = sorted(stream["copy"], key=int)
+    load = res.get("load", {})
+    lines = ["", "### The ceiling: memory bandwidth", "",
+             f"`python -m benchmarks.perf.bandwidth` ({res['settings']['array_mib']} MiB arrays, best of "
+             f"{res['settings']['rounds']} rounds; load average {load.get('start', ['?'])[0]:.1f} at the start). "
+             "A batch-1 decode step reads every weight once and does two FLOPs per weight: it is bound by how fast "
+             "one thread streams memory, not by the FLOP peak (the limit below).", "",
+             "| GB/s | " + " | ".join(f"{t} thread{'s' if t != '1' else ''}" for t in threads) + " |",
+             "|---|" + "---|" * len(threads)]
+    for kernel in ("copy", "triad", "read"):
+        lines.append(f"| STREAM {kernel} | " + " | ".join(f"{stream[kernel][t]:.1f}" for t in threads) + " |")
+    for dtype in ("fp32", "bf16"):
+        rates = weights[dtype]["gb_per_s"]
+        lines.append(f"| batch-1 `F.linear`, {dtype} weights (GB of weights read) | "
+                     + " | ".join(f"{rates[t]:.1f}" for t in threads) + " |")
+    lines += ["", "A second thread adds no bandwidth: one thread already takes what the machine's memory gives "
+              "this VM. " + cpu_line(res["cpu"])]
+    return lines
+
+
+def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
+    best, wb = res["best"], res.get("weight_bytes", {})
+    lines = ["", "### Decode against llama.cpp, matched", "",
+             f"`python -m benchmarks.perf.decode_vs_llama --llama-bin DIR --llama-src DIR`: SmolLM2-135M-Instruct, "
+             "the same weights on both sides (llama.cpp's own `convert_hf_to_gguf.py` writes the GGUF from the "
+             "folder prover loads, in F32 and BF16), greedy, "
+             f"{res['threads']} thread, B distinct prompts of {res['prompt_tokens']} tokens, {res['new_tokens']} "
+             "new tokens each, decode time only (each side's run less the same run asked for one token), best of "
+             f"{len(next(iter(res['rounds'].values()))['prover'])} alternating rounds, CPU seconds on both sides; "
+             f"load average {res['load_average'][0]:.1f} at the end. llama.cpp 0.3.36's "
+             "vendored source, built with AVX-512 (BF16, VNNI, VBMI) and without AMX.", "",
+             "| precision, batch | prover tokens/s | llama.cpp tokens/s | prover / llama.cpp | prover's weight "
+             "stream (GB/s) |", "|---|---|---|---|---|"]
+    read = bandwidth["stream"]["gb_per_s"]["read"]["1"] if bandwidth else None
+    for key, sides in best.items():
+        dtype, batch = key.split(" batch ")
+        rate, ratio = sides["prover"], sides["prover"] / sides["llama.cpp"] if "llama.cpp" in sides else None
+        stream = wb.get(dtype, 0) * rate / int(batch) / 1e9  # one weight read per step of all B rows
+        share = f" ({100 * stream / read:.0f}% of a thread's read bandwidth)" if read and batch == "1" else ""
+        lines.append(f"| {dtype}, {batch} | {rate:.1f} | {sides.get('llama.cpp', float('nan')):.1f} | "
+                     f"{ratio:.2f}x | {stream:.1f}{share} |" if ratio else f"| {dtype}, {batch} | {rate:.1f} | - | - | "
+                     f"{stream:.1f} |")
+    lines += ["", f"Measured on: {res.get('cpu', '?')}."]
+    return lines
+
+
+def step_lines(results: dict) -> list[str]:
+    lines = ["", "### A real model's RL step, against the revision before the decode loop", "",
+             "`python -m benchmarks.perf.step_ratio --before REV --case CASE`: the same settings in both trees "
+             "(no warm start, GRPO, 4 tasks x 4 episodes, chat context, LoRA, the engine in bfloat16, the update "
+             "under bfloat16 autocast), one step, the two runs at once with one thread each. CPU seconds are each "
+             "process's own (rusage), from start to end; phase seconds are wall clock.", "",
+             "| case | before / after: CPU s | step (wall) | rollout | learner | after: step s (rollout, "
+             "learner) | generated tokens |", "|---|---|---|---|---|---|---|"]
+    for case, label in STEP_CASES.items():
+        res = results.get(f"step-ratio-{case}")
+        if res is None:
+            continue
+        r, a = res["ratios"], res["runs"]["after"]
+        lines.append(f"| {label} ({res['before']} vs {res['after']}) | {r['cpu_before_over_after']:.2f}x | "
+                     f"{r['step_before_over_after']:.2f}x | {r['rollout_before_over_after']:.2f}x | "
+                     f"{r['learner_before_over_after']:.2f}x | {a['seconds']['step']:.0f} "
+                     f"({a['seconds']['rollout']:.0f}, {a['seconds']['learner']:.0f}) | {a['rollout_tokens']:.0f} |")
+    return lines
+
+
+def section(results: dict) -> list[str]:
+    lines = [TITLE]
+    if "bandwidth" in results:
+        lines += bandwidth_lines(results["bandwidth"])
+    if "decode-vs-llama" in results:
+        lines += decode_lines(results["decode-vs-llama"], results.get("bandwidth"))
+    if any(f"step-ratio-{c}" in results for c in STEP_CASES):
+        lines += step_lines(results)
+    return lines
+
+
+def summary_rows(results: dict) -> list[str]:
+    """The summary table's rows: the bandwidth ceiling, decode against llama.cpp, the step ratios."""
+    rows = []
+    if "bandwidth" in results:
+        read = results["bandwidth"]["stream"]["gb_per_s"]["read"]
+        rows.append(f"| the limit of a decode step: memory read bandwidth, 1 thread; 2 threads | {read['1']:.1f} GB/s; "
+                    f"{read.get('2', float('nan')):.1f} GB/s |")
+    if "decode-vs-llama" in results:
+        best = results["decode-vs-llama"]["best"]
+        for dtype in ("float32", "bfloat16"):
+            keys = [k for k in best if k.startswith(dtype) and "llama.cpp" in best[k]]
+            if keys:
+                rows.append(f"| decode tokens/s, prover / llama.cpp, same {dtype} weights, 1 thread, batch "
+                            f"{', '.join(k.split(' batch ')[1] for k in keys)} | "
+                            + "; ".join(f"{best[k]['prover'] / best[k]['llama.cpp']:.2f}x" for k in keys) + " |")
+    for case, label in STEP_CASES.items():
+        res = results.get(f"step-ratio-{case}")
+        if res is not None:
+            r = res["ratios"]
+            rows.append(f"| an RL step of {label}, before ({res['before']}) / after: CPU time; rollout | "
+                        f"{r['cpu_before_over_after']:.2f}x; {r['rollout_before_over_after']:.2f}x |")
+    return rows
