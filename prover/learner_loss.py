@@ -18,7 +18,8 @@ log-prob of the token, recomputed before the update, and each token's L is weigh
 where logp_engine is what the engine recorded when it sampled the token. This is verl's
 ``compute_policy_loss_vanilla`` (verl/trainer/ppo/core_algos.py: ``tis_imp_ratio = exp(old_log_prob -
 rollout_log_probs)``, clamped above by ``tis_imp_ratio_cap``, times ``pg_losses`` after the dual clip), after
-Yao et al., "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (2025): the tokens were
+Yao et al., "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (2025,
+https://fengyao.notion.site/off-policy-rl): the tokens were
 drawn from the engine's distribution, not the learner's, and w reweighs them towards the learner's; the cap
 bounds the variance a rare token with a large ratio would add.
 """
