@@ -197,6 +197,16 @@ class LearnerConfig(Section):
                                        "uncut row's, up to float rounding; past that, a trajectory's pieces can "
                                        "land in different optimizer steps and the mini-batches hold other "
                                        "turns, so the update differs. null: never cut.")
+    engine_is_cap: float | None = Field(None, ge=1.0, description="Truncated importance sampling for the "
+                                        "engine/learner mismatch (verl's tis_imp_ratio_cap): before the update the "
+                                        "learner recomputes its own log-probs of the sampled tokens (no gradient) "
+                                        "and uses them as PPO's old log-probs, and weighs each token's policy loss "
+                                        "by min(exp(logp_learner - logp_engine), this cap). Costs one forward pass "
+                                        "of the rows without a backward. null: off, PPO's ratio is taken against "
+                                        "the engine's log-probs. Worth 2.0 when the engine samples in another "
+                                        "precision (model.engine_dtype=bfloat16) or with a stale policy "
+                                        "(rollout.max_off_policy_steps); learner/engine_abs_log_rho shows the "
+                                        "mismatch (docs/concepts.md).")
     skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
                                                              "(their policy gradient is zero; saves CPU time).")
     max_nonfinite_steps: int = Field(3, ge=1, description="A non-finite advantage drops its row, a non-finite loss "

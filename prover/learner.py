@@ -4,6 +4,10 @@ The loss (PPO-clip with dual clip, optional KL to the initial policy, entropy) i
 ``logp_old`` is the log-prob the rollout recorded when it sampled the token (``Turn.logprobs``), never
 recomputed here: with asynchronous rollouts (``rollout.max_off_policy_steps``) a row may come from a policy
 up to k updates old, and rho is then the importance ratio to that sampling policy, clipped as PPO clips it.
+With ``learner.engine_is_cap`` (truncated importance sampling, prover/learner_loss.py) it is the learner's
+own, recomputed before the update, and the engine's weighs each token's loss instead. Either way
+``learner/engine_*`` measure the engine/learner mismatch on the step's first mini-batch, before its
+optimizer step.
 
 The loss is aggregated (``learner.loss_agg``, one of verl's loss_agg_modes) over a whole mini-batch (not per
 micro-batch, as verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
@@ -25,11 +29,12 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
-from prover.learner_loss import token_losses
+from prover.learner_loss import mismatch_metrics, token_losses
 from prover.learner_rows import (
     Row,
     SequenceRow,
     chains_of,
+    per_turn,
     row_logits,
     row_token_weights,
     rows_from,
@@ -166,7 +171,12 @@ class Learner:
         finite = [r for r in rows if np.isfinite(r.advantages).all()]  # a NaN advantage never reaches a weight
         dropped, rows = len(rows) - len(finite), finite
         units = sequence_rows(rows, self.cfg.max_row_tokens) if self.cfg.sequence_rows else list(rows)
+        if self.cfg.engine_is_cap is not None:  # PPO's ratio against the learner's own log-probs
+            for unit, logps in zip(units, self.policy_logprobs(units)):
+                for row, logp in zip(unit.turn_rows, logps):
+                    row.engine_logprobs, row.old_logprobs = row.old_logprobs, logp
         sums: dict[str, float] = {}
+        mismatch: dict[str, float] = {}
         n_updates = 0
         for _ in range(self.cfg.ppo_epochs):
             self.rng.shuffle(units)
@@ -175,14 +185,16 @@ class Learner:
             n_chunks, n_micro = self._in_step(chunks)
             chunks += [[self._padding_row()]] * (n_chunks - len(chunks))
             for chunk in chunks:
-                stats = self._mini_batch(chunk, n_micro)
+                stats = self._mini_batch(chunk, n_micro, measure=not mismatch)
                 if chunk[0].padding:  # only padding: this process learned nothing from it
                     continue
+                mismatch = mismatch or {k: stats.pop(k) for k in list(stats) if k.startswith("engine_")}
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_updates += 1
         counts = {k: sums.pop(k, 0.0) for k in ("tokens", "padded_tokens")}  # totals, not averages
         out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
+        out.update(mismatch_metrics(mismatch))
         out["learner/padding_share"] = padding_share(counts)
         out["learner/nonfinite_rows"] = float(dropped)
         out["learner/nonfinite_updates"] = sums.get("nonfinite", 0.0)  # optimizer steps skipped, not averaged
@@ -224,8 +236,10 @@ class Learner:
         """``learner.autocast``: the forward pass's matrix products in bfloat16, the weights as they are."""
         return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.cfg.autocast != "off")
 
-    def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None) -> dict[str, float]:
-        """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches."""
+    def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None,
+                    measure: bool = False) -> dict[str, float]:
+        """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches; with
+        ``measure``, the engine/learner mismatch of its tokens too (``engine_*``, ``mismatch_sums``)."""
         plan, rows, weights = self._micro_batch_plan(rows, n_micro)
         stats = dict.fromkeys(("pg_loss", "kl", "entropy", "clipfrac", "ppo_kl", "tokens", "padded_tokens"), 0.0)
         self.optimizer.zero_grad(set_to_none=True)
@@ -233,8 +247,8 @@ class Learner:
             micro = [rows[i] for i in indices]
             for k, v in padding_counts([len(r.ids) for r in micro]).items():
                 stats[k] += v
-            for k, v in self._micro_backward(micro, [w for i in indices for w in weights[i]]).items():
-                stats[k] += v
+            for k, v in self._micro_backward(micro, [w for i in indices for w in weights[i]], measure).items():
+                stats[k] = max(stats.get(k, 0.0), v) if k == "engine_max_abs_log_rho" else stats.get(k, 0.0) + v
         return {**stats, **self._optimizer_step()}
 
     def _micro_batch_plan(self, rows: list[Row | SequenceRow], n_micro: int | None
@@ -248,9 +262,10 @@ class Learner:
             rows, weights = rows + [self._padding_row()], weights + [[np.zeros(1, np.float32)]]
         return plan, rows, weights
 
-    def _micro_backward(self, micro: list[Row | SequenceRow], weights: list[np.ndarray]) -> dict[str, float]:
+    def _micro_backward(self, micro: list[Row | SequenceRow], weights: list[np.ndarray],
+                        measure: bool = False) -> dict[str, float]:
         """Forward and backward of one micro-batch (``weights``: its turn rows' token weights, in order); the
-        weighted sums of its loss terms."""
+        weighted sums of its loss terms, and with ``measure`` its engine/learner mismatch sums."""
         with self._autocast():
             logits, targets, trained = row_logits(self.model, micro, self.pad_id)  # float32 logits either way
         ref_logp = None
@@ -260,7 +275,25 @@ class Learner:
         losses = token_losses(logits, targets, trained, [t for r in micro for t in r.turn_rows], weights, self.cfg,
                               ref_logp)
         self.accelerator.backward(losses.loss(self.cfg))
-        return losses.sums()
+        return {**losses.sums(), **(losses.mismatch(self.cfg) if measure else {})}
+
+    def policy_logprobs(self, units: list[Row | SequenceRow]) -> list[list[np.ndarray]]:
+        """The current policy's log-probs of each unit's turn rows' completions, taken as the update's forward
+        passes take them (micro-batches of ``micro_batch_rows`` turns, ``learner.autocast``) without a
+        gradient. Across processes every one runs as many forward passes (a sharded one gathers weights)."""
+        plan, rows = self._micro_batches(units), [*units, self._padding_row()]
+        if self.accelerator.num_processes > 1:
+            most = self.accelerator.gather(torch.tensor([len(plan)], device=self.accelerator.device)).max()
+            plan += [[len(units)]] * (int(most) - len(plan))
+        out: list[list[np.ndarray]] = [[] for _ in rows]
+        with torch.no_grad():
+            for indices in plan:
+                micro = [rows[i] for i in indices]
+                with self._autocast():
+                    logits, targets, _ = row_logits(self.model, micro, self.pad_id)
+                for i, logps in zip(indices, per_turn(gather_logprobs(logits, targets), micro)):
+                    out[i] = logps
+        return out[:len(units)]
 
     def _optimizer_step(self) -> dict[str, float]:
         """Clip the gradient and step; a NaN or inf loss or gradient skips the step, so the weights stay finite."""

@@ -9,6 +9,19 @@ Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl
 ``agg`` sums each token's term times its weight (``learner_rows.token_weights``, which spread one of verl's
 loss_agg_modes over the whole mini-batch), over the tokens the rows train. prover/learner.py runs the
 forward passes, the backward and the optimizer step around it.
+
+With ``learner.engine_is_cap`` C (truncated importance sampling, TIS), ``logp_old`` is the learner's own
+log-prob of the token, recomputed before the update, and each token's L is weighted by
+
+    w = min(exp(logp_old - logp_engine), C)                      (no gradient through w)
+
+where logp_engine is what the engine recorded when it sampled the token. This is verl's
+``compute_policy_loss_vanilla`` (verl/trainer/ppo/core_algos.py: ``tis_imp_ratio = exp(old_log_prob -
+rollout_log_probs)``, clamped above by ``tis_imp_ratio_cap``, times ``pg_losses`` after the dual clip), after
+Yao et al., "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (2025,
+https://fengyao.notion.site/off-policy-rl): the tokens were
+drawn from the engine's distribution, not the learner's, and w reweighs them towards the learner's; the cap
+bounds the variance a rare token with a large ratio would add.
 """
 
 from __future__ import annotations
@@ -44,6 +57,31 @@ def ppo_token_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor,
     return torch.where(adv < 0, torch.minimum(lclip, -adv * cfg.dual_clip_c), lclip), l2 > l1
 
 
+def engine_is_weights(learner_old: torch.Tensor, engine: torch.Tensor, cap: float) -> torch.Tensor:
+    """The truncated importance weight per token, min(exp(logp_old_learner - logp_engine), cap)."""
+    return torch.exp(learner_old - engine).clamp(max=cap)
+
+
+def mismatch_sums(log_rho: torch.Tensor, cfg: LearnerConfig) -> dict[str, float]:
+    """What the log-ratios ``log_rho`` = logp_learner - logp_engine of some tokens say about the engine/learner
+    mismatch: their count, the sum of |log rho|, how many have rho outside PPO's clip range
+    [1 - clip_low, 1 + clip_high], and the largest |log rho|."""
+    rho = log_rho.double().exp()
+    outside = (rho < 1 - cfg.clip_low) | (rho > 1 + cfg.clip_high)
+    return {"engine_tokens": float(log_rho.numel()), "engine_abs_log_rho": float(log_rho.abs().sum()),
+            "engine_outside_clip": float(outside.sum()),
+            "engine_max_abs_log_rho": float(log_rho.abs().max()) if log_rho.numel() else 0.0}
+
+
+def mismatch_metrics(sums: dict[str, float]) -> dict[str, float]:
+    """``mismatch_sums`` as the learner logs them: mean |log rho|, the share of tokens outside the clip range,
+    the largest |log rho| (all 0 without tokens)."""
+    n = sums.get("engine_tokens", 0.0)
+    return {"learner/engine_abs_log_rho": sums["engine_abs_log_rho"] / n if n else 0.0,
+            "learner/engine_outside_clip": sums["engine_outside_clip"] / n if n else 0.0,
+            "learner/engine_max_abs_log_rho": sums.get("engine_max_abs_log_rho", 0.0)}
+
+
 def right_aligned(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
     """Each array at the end of a row of ``width`` zeros (completions end at the last column)."""
     out = torch.zeros((len(arrays), width), dtype=torch.float32)
@@ -63,7 +101,8 @@ class TokenLosses:
     entropy: torch.Tensor
     kl: torch.Tensor  # KL to the reference; zeros without a KL term
     logp: torch.Tensor  # the policy's log-probs of the targets
-    old: torch.Tensor  # the sampling policy's (Turn.logprobs)
+    old: torch.Tensor  # PPO's old log-probs: the sampling policy's (Turn.logprobs), or the learner's with TIS
+    engine: torch.Tensor  # the sampling policy's (Turn.logprobs)
 
     def weighted_sum(self, x: torch.Tensor) -> torch.Tensor:
         """agg(x): the sum over trained tokens of x times the token's weight."""
@@ -86,6 +125,11 @@ class TokenLosses:
                     "clipfrac": float(self.weighted_sum(self.clipped.float())),
                     "ppo_kl": float(self.weighted_sum(self.old - self.logp))}
 
+    def mismatch(self, cfg: LearnerConfig) -> dict[str, float]:
+        """``mismatch_sums`` of the policy's log-probs against the engine's, over the tokens the loss trains."""
+        with torch.no_grad():
+            return mismatch_sums((self.logp - self.engine)[self.trained & (self.weight > 0)], cfg)
+
 
 def token_losses(logits: torch.Tensor, targets: torch.Tensor, trained: torch.Tensor, turns: list[Row],
                  weights: list[np.ndarray], cfg: LearnerConfig, ref_logp: torch.Tensor | None) -> TokenLosses:
@@ -97,7 +141,11 @@ def token_losses(logits: torch.Tensor, targets: torch.Tensor, trained: torch.Ten
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     old = right_aligned([t.old_logprobs for t in turns], width, dev)
     adv = right_aligned([t.advantages for t in turns], width, dev)
+    engine = right_aligned([t.old_logprobs if t.engine_logprobs is None else t.engine_logprobs for t in turns],
+                           width, dev)
     pg, clipped = ppo_token_loss(torch.where(trained, logp, old), old, adv, cfg)
+    if cfg.engine_is_cap is not None:
+        pg = pg * engine_is_weights(old, engine, cfg.engine_is_cap)
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     kl = kl_penalty(logp, ref_logp, cfg.kl_type) if ref_logp is not None else torch.zeros_like(pg)
-    return TokenLosses(trained, right_aligned(weights, width, dev), pg, clipped, entropy, kl, logp, old)
+    return TokenLosses(trained, right_aligned(weights, width, dev), pg, clipped, entropy, kl, logp, old, engine)

@@ -38,6 +38,8 @@ class Row:
     traj_turns: int = 1  # turns of the trajectory this row belongs to
     padding: bool = False  # an empty row that only keeps processes in step (see Learner.update)
     traj: int = -1  # index of its trajectory in the batch: only a trajectory's own rows chain
+    # with learner.engine_is_cap: the engine's sampling log-probs, once old_logprobs holds the learner's own
+    engine_logprobs: np.ndarray | None = None
 
     @property
     def ids(self) -> list[int]:
@@ -204,3 +206,11 @@ def row_logits(model: Any, rows: list[Row | SequenceRow], pad_id: int) -> tuple[
         return completion_logits(model, [r.prompt_ids for r in rows], [r.completion_ids for r in rows], pad_id)
     return sequence_logits(model, [r.ids for r in rows],
                            [(i, s, e) for i, r in enumerate(rows) for s, e in r.spans], pad_id)
+
+
+def per_turn(grid: Any, rows: list[Row | SequenceRow]) -> list[list[np.ndarray]]:
+    """A (turns, C) grid laid out as ``row_logits`` lays out its targets (one grid row per turn, each
+    completion in its last columns) as each row's turns' completion values, one array per turn row."""
+    values, turns = grid.detach().float().cpu().numpy(), iter(range(len(grid)))
+    width = values.shape[1]
+    return [[values[k, width - len(t.completion_ids):] for t, k in zip(r.turn_rows, turns)] for r in rows]
