@@ -23,7 +23,9 @@ rewritten, measuring nothing, by `python -m benchmarks.perf.page --render` from 
 and the other results `benchmarks/README.md` lists (the section on asynchronous rollouts comes from
 `python -m benchmarks.perf.async_rollout`, `benchmarks/results/async_rollout.json`). The machine is a shared
 2-core CPU box, so each number is best read as a ratio within its own section: the sections were measured at
-different times under different loads (the load average is printed with each).
+different times under different loads (the load average is printed with each), and on more than one CPU model
+(an Intel Xeon with AVX-512 and AMX, an AMD Zen 4 without AMX): a section that names its CPU was measured on
+that one; the older ones did not record it.
 """
 
 
@@ -195,7 +197,7 @@ def render(results: dict) -> str:
         from benchmarks.perf.async_rollout import section as async_section
 
         parts += [""] + async_section(results["async"])
-    if {"bandwidth", "decode-vs-llama", "step-ratio-alfworld", "step-ratio-pivot2"} & set(results):
+    if {"bandwidth", "decode-vs-llama", "step-ratio-alfworld", "step-ratio-pivot2", "logprob-match"} & set(results):
         parts += [""] + decode_section(results)
     if {"chat-step", "kv-cache", "learner-sequences", "bf16", "branch-prefill"} & set(results):
         from benchmarks.perf.page_real_model import section as real_model_section

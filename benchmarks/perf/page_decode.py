@@ -73,15 +73,38 @@ def step_lines(results: dict) -> list[str]:
              "process's own (rusage), from start to end; phase seconds are wall clock.", "",
              "| case | before / after: CPU s | step (wall) | rollout | learner | after: step s (rollout, "
              "learner) | generated tokens |", "|---|---|---|---|---|---|---|"]
+    costs = []
     for case, label in STEP_CASES.items():
         res = results.get(f"step-ratio-{case}")
         if res is None:
             continue
         r, a = res["ratios"], res["runs"]["after"]
+        costs.append(f"{label}: {a['cpu_s']:.0f} CPU s for the whole run of one step (model loads and two "
+                     f"one-episode evaluations included), so 20 steps take at most {20 * a['cpu_s'] / 60:.0f} "
+                     f"minutes of one idle core, {20 * a['seconds']['step'] / 3600:.1f} hours at the measured "
+                     "load")
         lines.append(f"| {label} ({res['before']} vs {res['after']}) | {r['cpu_before_over_after']:.2f}x | "
                      f"{r['step_before_over_after']:.2f}x | {r['rollout_before_over_after']:.2f}x | "
                      f"{r['learner_before_over_after']:.2f}x | {a['seconds']['step']:.0f} "
                      f"({a['seconds']['rollout']:.0f}, {a['seconds']['learner']:.0f}) | {a['rollout_tokens']:.0f} |")
+    lines += [""] + [f"- {c}." for c in costs]
+    return lines
+
+
+def logprob_lines(res: dict) -> list[str]:
+    """PPO's ratio at step 0 between the engine's sampled log-probs and the learner's (logprob_match.py)."""
+    low, high = res["clip_range"]
+    lines = ["", "### Sampling log-probs against the learner's", "",
+             f"`{res['command'].strip()}`: {res['env']} in the {res['context']} context, temperature "
+             f"{res['temperature']}, the learner's own forward on the engine's tokens at step 0; rho outside "
+             f"[{low}, {high}] is what PPO clips. A bfloat16 engine (or bfloat16 autocast) moves the ratio off 1 "
+             "on every token; `learner.engine_is_cap` (truncated importance sampling, docs/concepts.md) corrects "
+             "it.", "", "| model | engine / learner | tokens | mean abs log rho | outside the clip range | max abs "
+             "log rho |", "|---|---|---|---|---|---|"]
+    for model, settings in res["models"].items():
+        for name, m in settings.items():
+            lines.append(f"| {model} | {name} | {m['tokens']} | {m['mean_abs_log_rho']:.2e} | "
+                         f"{100 * m['share_outside_clip']:.2f}% | {m['max_abs_log_rho']:.3f} |")
     return lines
 
 
@@ -93,6 +116,8 @@ def section(results: dict) -> list[str]:
         lines += decode_lines(results["decode-vs-llama"], results.get("bandwidth"))
     if any(f"step-ratio-{c}" in results for c in STEP_CASES):
         lines += step_lines(results)
+    if "logprob-match" in results:
+        lines += logprob_lines(results["logprob-match"])
     return lines
 
 
