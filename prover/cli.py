@@ -1,5 +1,5 @@
-"""``prover train | eval | sft | list | check-env | new | serve | bench | view | convert-gguf | serve-judge |
-serve-env``. Errors print as one line, never a traceback.
+"""``prover train | eval | sft | list | env | check-env | new | serve | bench | view | convert-gguf | serve-judge |
+serve-env``, and ``prover --version``. Errors print as one line, never a traceback.
 
 ``serve-env NAME`` serves a prover env over OpenEnv's protocol (``prover/serve_env.py``), for TRL, Unsloth or any
 OpenEnv client; it needs the ``openenv`` extra."""
@@ -53,6 +53,20 @@ def _help_tree(argv: list[str]) -> dict:
         return {}
 
 
+class _Version(argparse.Action):
+    """``--version``: the line is made only when asked for (it asks git for the commit)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print prover's version (and its commit, run from a checkout) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from prover.environment import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """Writes a command's field list only when its help is printed: the list loads the plugins that the
     command line names, too slow for every command."""
@@ -89,6 +103,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)  # config errors before torch is imported
+    if args.print_config:  # what the run's config.yaml would hold; nothing is trained or written
+        from prover.config_text import dump_config
+
+        print(dump_config(cfg), end="")
+        return 0
     from prover.distributed import leave_process_group
     from prover.trainer import Trainer
 
@@ -147,19 +166,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from prover.registry import REGISTRIES
 
-    for kind, reg in REGISTRIES.items():
+    listed = {kind: list(reg.entries()) for kind, reg in REGISTRIES.items()}
+    width = max((len(e.name) for entries in listed.values() for e in entries), default=0) + 2
+    for kind, entries in listed.items():
+        reg = REGISTRIES[kind]
         print(f"{kind}:")
-        entries = list(reg.entries())
         if not entries:
             print("  (none)")
         for e in entries:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
-            print(f"  {e.name:<22} {_origin(reg, e):<40} {target}")
-            if kind == "judges":  # what a judge reads (hidden state or not) matters to a comparison
-                summary = " ".join((_docstring(e.target) or "").split("\n\n")[0].split())
-                if summary:
-                    print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
+            print(f"  {e.name:<{width}}{_origin(reg, e):<40} {target}")
+            summary = " ".join(description(e.target).split())
+            print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0
+
+
+def description(target: Any) -> str:
+    """What `prover list` says a name is: the first paragraph of its class's docstring, else of its module's
+    (a plugin package or a method's module says what it is in its first line)."""
+    doc = _docstring(target)
+    if doc is None and isinstance(target, str):
+        doc = _docstring(target.partition(":")[0])
+    elif doc is None:
+        doc = inspect.getdoc(sys.modules.get(target.__module__))
+    return (doc or "(no description: neither the class nor its module has a docstring)").split("\n\n")[0]
 
 
 def _origin(reg: Any, entry: Any) -> str:
@@ -171,9 +201,11 @@ def _origin(reg: Any, entry: Any) -> str:
     return "built-in" if reg.builtins.get(entry.name) == entry.target else "registered in code"
 
 
-def _docstring(target: Any) -> str | None:
+def _docstring(target: Any, hops: int = 3) -> str | None:
     """The docstring of a registry target. A ``module:Object`` string is read from the module's source,
-    so that listing imports no plugin; None for an object that file does not define (re-exported)."""
+    so that listing imports no plugin, following ``from ... import Object`` where the module re-exports it
+    (a package's __init__), up to ``hops`` modules deep; a bare ``module`` is the module's own docstring.
+    None where the object has none or is not found."""
     if not isinstance(target, str):
         return inspect.getdoc(target)
     module, _, attr = target.partition(":")
@@ -186,11 +218,26 @@ def _docstring(target: Any) -> str | None:
         node: Any = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - a broken plugin is listed with its problem, not fatal
         return f"(does not load: {type(exc).__name__}: {exc})"
-    for part in attr.split("."):
-        node = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
+    for part in [p for p in attr.split(".") if p]:
+        found = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
+        if found is None and node is not None and hops > 0 and isinstance(node, ast.Module):
+            source = _reexported_from(node, part, module, spec.submodule_search_locations is not None)
+            return _docstring(f"{source}:{attr}", hops - 1) if source else None
+        node = found
         if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
     return ast.get_docstring(node)
+
+
+def _reexported_from(tree: ast.Module, name: str, module: str, is_package: bool) -> str | None:
+    """The module that ``tree`` (the source of ``module``) imports ``name`` from, absolute; None if it does not."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            if not node.level:
+                return node.module
+            base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+            return ".".join(base + ([node.module] if node.module else []))
+    return None
 
 
 def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
@@ -248,6 +295,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     line = list(sys.argv[1:] if argv is None else argv)  # whose help shows the plugins it names
     p = _Parser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> None:
@@ -258,6 +306,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="warm start (optional), then RL", formatter_class=fmt, fields_of=line)
     with_config(t)
     t.add_argument("--resume", action="store_true", help="continue the run in run.dir from its last checkpoint")
+    t.add_argument("--print-config", action="store_true", help="print the resolved config (the run's config.yaml "
+                   "to be) and exit without training or writing anything")
     t.set_defaults(fn=cmd_train)
     s = sub.add_parser("sft", help="build the policy and run only the warm start", formatter_class=fmt,
                        fields_of=line)
@@ -269,7 +319,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     e.add_argument("--model", help="a model folder instead of the run's last checkpoint")
     e.set_defaults(fn=cmd_eval)
     ls = sub.add_parser("list", help="every registered env, credit assigner, judge, engine and retriever, with "
-                        "its origin")
+                        "its origin and what it is")
     ls.set_defaults(fn=cmd_list)
     ce = sub.add_parser("check-env", help="run an env (a registered name or module:Class) through the env "
                         "contract and gymnasium's env checker")
@@ -280,6 +330,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     ce.add_argument("--strict", action="store_true", help="fail (exit 2) when the env listed no admissible "
                     "actions at some of the steps the checks chose, which they then played with 'look' only")
     ce.set_defaults(fn=cmd_check_env)
+    from prover.environment import add_parser as add_env_parser  # stdlib only until it runs
+
+    add_env_parser(sub)
     from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 
     add_serve_parser(sub)

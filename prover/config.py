@@ -89,9 +89,12 @@ class SamplingConfig(Section):
 
 
 class RolloutConfig(Section):
-    groups_per_step: int = Field(8, ge=1, description="Tasks per training step (verl-agent and ProVer: 16).")
-    group_size: int = Field(8, ge=1, description="Episodes per task, G (verl-agent and ProVer: 8).")
-    max_turns: int = Field(20, ge=1, description="Turn cap per episode (ProVer: 50 ALFWorld, 15 WebShop, 30 SearchQA).")
+    groups_per_step: int = Field(8, ge=1, description="Tasks per training step (verl-agent and the ProVer "
+                                 "paper used 16).")
+    group_size: int = Field(8, ge=1, description="Episodes per task, G (verl-agent and the ProVer paper "
+                            "used 8).")
+    max_turns: int = Field(20, ge=1, description="Turn cap per episode (the ProVer paper used 50 on ALFWorld, "
+                           "15 on WebShop, 30 on SearchQA).")
     history_window: int | None = Field(None, ge=0, description="(observation, action) pairs shown in each prompt; "
                                                                "None keeps the env's own (verl-agent: 2).")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="How rollouts sample.")
@@ -278,7 +281,7 @@ class RunConfig(Section):
 class TrainConfig(Section):
     seed: RunSeed = Field(0, description="Seeds tasks, sampling, model init and the tiny tokenizer's corpus "
                           f"({RUN_SEED_RULE}).")
-    steps: int = Field(12, ge=0, description="RL steps (ProVer: 100).")
+    steps: int = Field(12, ge=0, description="RL steps (the ProVer paper used 100).")
     threads: int | None = Field(None, ge=1, description="torch CPU threads for the warm start, training and "
                                 "evaluation. null: as OMP_NUM_THREADS or MKL_NUM_THREADS say when set, else 1 "
                                 "for a model of hidden size up to 256 (the tiny one: its matrices are too small "

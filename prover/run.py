@@ -1,6 +1,7 @@
 """The run folder: resolved config, metrics.jsonl, models and atomic checkpoints.
 
     <run.dir>/config.yaml          the resolved config of the run
+    <run.dir>/environment.json     what else its numbers depend on: versions, CPU, threads, GPUs (prover/environment.py)
     <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
     <run.dir>/groups.jsonl         a few rollout groups per step as text (run.save_groups), for `prover view`
     <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/trackers.py)
@@ -31,6 +32,7 @@ from typing import Any
 from prover.checkpoint_state import checkpoint_problem, load_state, refuse_old_format, save_state, write_manifest
 from prover.config import TrainConfig
 from prover.config_text import dump_config
+from prover.environment import ENVIRONMENT_FILE, write_environment
 from prover.errors import CheckpointError, ConfigError, RunFolderError
 from prover.files import read_jsonl, write_atomic
 from prover.stopping import STARTED
@@ -156,7 +158,8 @@ class RunDir:
         self.trackers: Trackers | None = None  # run.report_to while the trainer runs: metrics rows go there too
 
     def start(self, fresh: bool) -> Path | None:
-        """Write config.yaml; a fresh start first moves an old run's history aside (never deletes it) and
+        """Write config.yaml and environment.json (the environment of this start: a resume on another machine
+        records that machine); a fresh start first moves an old run's history aside (never deletes it) and
         returns where it went. The warm-start cache in models/ stays: a new run may reuse it."""
         self.path.mkdir(parents=True, exist_ok=True)
         STARTED.append(self.path)
@@ -164,6 +167,7 @@ class RunDir:
             shutil.rmtree(torn, ignore_errors=True)
         moved = self.move_old_run_aside() if fresh else None
         write_atomic(self.path / "config.yaml", dump_config(self.cfg))
+        write_environment(self.path)
         return moved
 
     def move_old_run_aside(self) -> Path | None:
@@ -181,7 +185,7 @@ class RunDir:
         while aside.exists():  # two fresh starts within one second
             aside, n = self.path.with_name(f"{self.path.name}.old-{stamp}-{n}"), n + 1
         aside.mkdir(parents=True)
-        for p in [*history, self.path / "config.yaml"]:
+        for p in [*history, self.path / "config.yaml", self.path / ENVIRONMENT_FILE]:
             if p.exists():
                 os.rename(p, aside / p.name)
         return aside

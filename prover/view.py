@@ -10,11 +10,13 @@ file: the page opens anywhere. All run text is HTML-escaped (env text holds <, >
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from prover.environment import ENVIRONMENT_FILE, summary_lines
 from prover.errors import ConfigError
 from prover.files import read_jsonl
 from prover.svgchart import line_chart
@@ -236,6 +238,22 @@ def groups_html(groups: list[Any], most: int, notes: list[str]) -> str:
             "added), amber rejected, dashed dropped by validation.</p>" + "".join(parts))
 
 
+def environment_html(run: Path, notes: list[str]) -> str:
+    """The run's environment.json as lines (versions, CPU, threads, GPUs), its package list folded away."""
+    path = run / ENVIRONMENT_FILE
+    if not path.is_file():
+        return f"<p>The run folder holds no {ENVIRONMENT_FILE}.</p>"
+    try:
+        lines = summary_lines(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, UnicodeDecodeError, TypeError, AttributeError, KeyError, RecursionError):  # hand-edited
+        notes.append(f"{ENVIRONMENT_FILE} is not the JSON record prover writes; the environment is not shown")
+        return ""
+    head = [line for line in lines if not line.startswith("  ")]
+    packages = [line.strip() for line in lines if line.startswith("  ")]
+    return (f"<pre>{esc(chr(10).join(head[:-1]))}</pre><details><summary>{esc(head[-1].rstrip(':'))}</summary>"
+            f"<pre>{esc(chr(10).join(packages))}</pre></details>")
+
+
 def render(run_dir: str | Path, most_groups: int = 24, notes: list[str] | None = None) -> str:
     """The report's HTML; ``notes`` gets one line per kind of malformed input that was skipped."""
     run, notes = Path(run_dir), [] if notes is None else notes
@@ -245,12 +263,14 @@ def render(run_dir: str | Path, most_groups: int = 24, notes: list[str] | None =
                           "`prover train` wrote")
     body = groups_html(read_jsonl(run / "groups.jsonl"), most_groups, notes)
     summary = _summary(run, history, notes)
+    environment = environment_html(run, notes)
     warned = "".join(f"<p class=\"note\"><small>Skipped: {esc(n)}</small></p>" for n in notes)
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>prover run {esc(run.name)}</title><style>{CSS}</style></head>"
             f"<body><h1>prover run <code>{esc(run)}</code></h1>{warned}"
             f"{summary}<h2>Learning curves</h2>{charts_html(history)}"
-            f'<h2 id="groups">Sampled groups</h2>{body}</body></html>\n')
+            f'<h2 id="groups">Sampled groups</h2>{body}'
+            f'<h2 id="environment">Environment</h2>{environment}</body></html>\n')
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None, most_groups: int = 24,

@@ -35,7 +35,8 @@ class LiteLLMSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     model: str = Field("gpt-5.4-mini", description="LiteLLM model string: 'gpt-5.4-mini', 'anthropic/...', or "
-                       "'openai/<served-name>' with api_base for a local SGLang/vLLM server (ProVer: gpt-5.4-mini).")
+                       "'openai/<served-name>' with api_base for a local SGLang/vLLM server (the ProVer paper used "
+                       "gpt-5.4-mini).")
     api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible server, e.g. "
                                  "http://127.0.0.1:30000/v1; None for the provider's own endpoint.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key "

@@ -60,13 +60,15 @@ from prover.types import Advantages, Batch, CheckedSegment, Group, JudgeRequest,
 
 class ProVerConfig(GRPOConfig, WinRangeConfig):
     eligible: tuple[int, int] = Field((1, 3), description="Groups with this many wins (min, max) and at least one "
-                                      "failure get a proposal (ProVer: 1 to 3 of 8), scaled to the group size "
-                                      "(eligible_of).")
+                                      "failure get a proposal (the ProVer paper used 1 to 3 of 8), scaled to the "
+                                      "group size (eligible_of).")
     target: Literal["shortest", "longest", "random"] = Field("shortest", description="Which success of an eligible "
-                                                             "group the judge reads (ProVer: the shortest).")
-    max_turns: int = Field(4, ge=1, description="L: the longest segment, in turns (ProVer: 4).")
-    samples: int = Field(8, ge=1, description="K: continuations from each boundary of a segment (ProVer: 8).")
-    lam: float = Field(1.0, ge=0.0, description="lambda: weight of the verified gain Delta (ProVer: 1).")
+                                                             "group the judge reads (the ProVer paper used the "
+                                                             "shortest).")
+    max_turns: int = Field(4, ge=1, description="L: the longest segment, in turns (the ProVer paper used 4).")
+    samples: int = Field(8, ge=1, description="K: continuations from each boundary of a segment (the ProVer paper "
+                         "used 8).")
+    lam: float = Field(1.0, ge=0.0, description="lambda: weight of the verified gain Delta (the ProVer paper used 1).")
     bonus_units: Literal["reward", "success"] = Field("reward", description="'reward': the bonus is lambda * Delta "
                                                       "* reward.scale, in the units of R_i as in the paper's binary "
                                                       "rewards; 'success': lambda * Delta as written.")

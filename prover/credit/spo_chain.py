@@ -105,6 +105,9 @@ def state_of(gi: int, traj: Trajectory, turn: int) -> tuple:
 
 
 class SPOChain(CreditAssigner):
+    """SPO-chain: Monte-Carlo values at segment boundaries, advantage = value difference; VinePPO is its
+    ``preset: vineppo`` (a boundary before every turn), not a name of its own."""
+
     Config = SPOChainConfig
     needs_snapshots = True
 

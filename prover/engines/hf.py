@@ -45,7 +45,8 @@ DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserve
 
 
 class HFEngine(Engine):
-    """Sampling with ``model.generate``; log-probs are of the temperature-scaled distribution.
+    """Sampling with prover's own decode loop (or ``model.generate``); log-probs are of the temperature-scaled
+    distribution.
     ``engine.kwargs`` are the constructor's keyword arguments (``Engine.validate_kwargs``).
 
     ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``);

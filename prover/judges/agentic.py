@@ -9,8 +9,8 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
    its text, a JSON object or a python-style ``submit_segment(...)`` with literal arguments, is checked
    with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, stated
    as a rule beside the answer format, non-terminal end, no invalid action).
-3. A failed check is sent back with the reason, up to ``max_repairs`` times (ProVer: 3), and the repair
-   turn offers only ``submit_segment`` (``repair_tools``); after that,
+3. A failed check is sent back with the reason, up to ``max_repairs`` times (the ProVer paper used 3), and the
+   repair turn offers only ``submit_segment`` (``repair_tools``); after that,
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
 
@@ -93,7 +93,7 @@ class LoopSettings(BaseModel):
     max_tool_turns: int = Field(8, ge=0, description="Most model replies spent on search_trajectory/get_segment "
                                 "before only submit_segment is offered.")
     max_repairs: int = Field(3, ge=0, description="Invalid answers sent back with the reason before the "
-                             "proposal is dropped (ProVer: 3).")
+                             "proposal is dropped (the ProVer paper used 3).")
     concurrency: int = Field(8, ge=1, description="Requests (groups) judged at the same time.")
     obs_chars: int = Field(600, ge=20, description="Characters of each observation shown in the successful run.")
     preview_chars: int = Field(400, ge=40, description="Characters of each failed run's preview line.")
