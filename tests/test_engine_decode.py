@@ -100,3 +100,12 @@ def test_sampling_is_what_the_params_say_and_nothing_else():
     assert len(warpers(SamplingParams(temperature=1.0), None)) == 0
     names = [type(w).__name__ for w in warpers(SamplingParams(temperature=0.5, top_k=3, top_p=0.9), None)]
     assert names == ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"]
+
+
+def test_one_token_prompts_decode_into_a_cache_reserved_empty(loop_and_generate):
+    """Nothing to prefill (every prompt one token): the loop starts from empty reserved layers."""
+    loop, gen = loop_and_generate
+    prompts = [[p[0]] for p in prompts_of(loop)]
+    for params, seed in SETTINGS[:2]:
+        ours, theirs = loop.generate(prompts, params, seed=seed), gen.generate(prompts, params, seed=seed)
+        assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]

@@ -61,7 +61,13 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
         lines.append(f"| {dtype}, {batch} | {rate:.1f} | {sides.get('llama.cpp', float('nan')):.1f} | "
                      f"{ratio:.2f}x | {stream:.1f}{share} |" if ratio else f"| {dtype}, {batch} | {rate:.1f} | - | - | "
                      f"{stream:.1f} |")
-    lines += ["", f"Measured on: {res.get('cpu', '?')}."]
+    lines += ["", f"Measured on: {res.get('cpu', '?')}. Reading: at batch 1 a step reads every weight once, so "
+              "its ceiling is the bandwidth above; prover reaches part of it because each step also dispatches "
+              "some thirty small torch operations per layer from Python (norms, rotary embedding, attention, "
+              "residuals), and because torch's batch-1 bfloat16 product reads bfloat16 weights more slowly than "
+              "float32 ones per byte (the bandwidth table's `F.linear` rows), so bfloat16 gains nothing at batch 1. "
+              "At batch 8 and 16 a step is bound by arithmetic rather than memory, and torch's bfloat16 products "
+              "(AVX512-BF16) keep up with llama.cpp's; float32 ones at batch 8 do not."]
     return lines
 
 

@@ -129,7 +129,8 @@ class HFEngine(Engine):
         self.counts["computed_tokens"] += sum(computed)
         stops = list(params.stop_token_ids) or self.stop_ids
         if own_loop:
-            start = cache.get(self.cache_kwarg) or reserved_cache(self.model.config.num_hidden_layers, capacity)
+            layers = self.model.config.get_text_config().num_hidden_layers  # a multimodal config nests the text's
+            start = cache.get(self.cache_kwarg) or reserved_cache(layers, capacity)
             done = decode(self.model, ids, attn, start, self.cache_kwarg, params, stops, self.pad_id, processors)
             new, logps, kv = done.tokens.cpu(), done.logprobs.cpu(), done.cache
         else:
