@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.perf.results import RESULTS, stamp
+from benchmarks.perf.results import RESULTS, best_seconds, stamp
 
 OUT = RESULTS / "bandwidth.json"  # named in results.OTHER_PERF
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
@@ -115,17 +115,6 @@ def check_room(array_mib: int, out: Path) -> None:
             pass
     except OSError as e:
         raise SystemExit(f"bandwidth: cannot write --out {out} ({e.strerror})") from None
-
-
-def best_seconds(kernel, rounds: int) -> float:
-    """The fastest of ``rounds`` timed calls of ``kernel`` (after one untimed call that faults the pages in)."""
-    kernel()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        kernel()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def stream_kernels(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> dict:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
+
+from benchmarks.perf.results import best_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "bf16.json"
@@ -45,15 +46,6 @@ def openings(tokenizer, n: int = 8) -> list[list[int]]:
         spec = agent_spec_for(env)
         prompts.append(chat.opening(spec.chat_opening(str(info.get("task", obs)), obs, info["admissible_actions"])))
     return prompts
-
-
-def best_seconds(fn, rounds: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def ratio_stats(engine_lp: list[list[float]], learner_lp: list) -> dict:

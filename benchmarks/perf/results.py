@@ -47,6 +47,17 @@ def stamp(seconds: float) -> dict:
             "load_avg_1m": os.getloadavg()[0], "cpus": os.cpu_count(), "python": platform.python_version()}
 
 
+def best_seconds(fn, rounds: int) -> float:
+    """The fastest of ``rounds`` timed calls of ``fn``, after one untimed call (pages faulted in, caches warm)."""
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def load(section: str) -> dict:
     """One saved section of benchmarks.perf.run, or a one-line exit naming what to run first."""
     path = RESULTS / f"{section}.json"
