@@ -7,9 +7,6 @@ OpenEnv client; it needs the ``openenv`` extra."""
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
-import inspect
 import signal
 import sys
 import textwrap
@@ -164,6 +161,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from prover.listing import description  # the command's own helpers, loaded when it runs
     from prover.registry import REGISTRIES
 
     listed = {kind: list(reg.entries()) for kind, reg in REGISTRIES.items()}
@@ -176,20 +174,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         for e in entries:
             target = e.target if isinstance(e.target, str) else f"{e.target.__module__}:{e.target.__qualname__}"
             print(f"  {e.name:<{width}}{_origin(reg, e):<40} {target}")
-            summary = " ".join(description(e.target).split())
+            summary = " ".join(description(e.target).split())  # read from source: nothing is imported
             print(textwrap.fill(summary, 110, initial_indent=" " * 6, subsequent_indent=" " * 6))
     return 0
-
-
-def description(target: Any) -> str:
-    """What `prover list` says a name is: the first paragraph of its class's docstring, else of its module's
-    (a plugin package or a method's module says what it is in its first line)."""
-    doc = _docstring(target)
-    if doc is None and isinstance(target, str):
-        doc = _docstring(target.partition(":")[0])
-    elif doc is None:
-        doc = inspect.getdoc(sys.modules.get(target.__module__))
-    return (doc or "(no description: neither the class nor its module has a docstring)").split("\n\n")[0]
 
 
 def _origin(reg: Any, entry: Any) -> str:
@@ -199,45 +186,6 @@ def _origin(reg: Any, entry: Any) -> str:
     if entry.origin != "code":  # the registry says "code" for a built-in and a register() call alike
         return entry.origin
     return "built-in" if reg.builtins.get(entry.name) == entry.target else "registered in code"
-
-
-def _docstring(target: Any, hops: int = 3) -> str | None:
-    """The docstring of a registry target. A ``module:Object`` string is read from the module's source,
-    so that listing imports no plugin, following ``from ... import Object`` where the module re-exports it
-    (a package's __init__), up to ``hops`` modules deep; a bare ``module`` is the module's own docstring.
-    None where the object has none or is not found."""
-    if not isinstance(target, str):
-        return inspect.getdoc(target)
-    module, _, attr = target.partition(":")
-    try:
-        spec = importlib.util.find_spec(module)  # imports the parent packages only
-        if spec is None:
-            return f"(does not load: no module named {module!r})"
-        if not (spec.origin or "").endswith(".py"):
-            return None
-        node: Any = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    except Exception as exc:  # noqa: BLE001 - a broken plugin is listed with its problem, not fatal
-        return f"(does not load: {type(exc).__name__}: {exc})"
-    for part in [p for p in attr.split(".") if p]:
-        found = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
-        if found is None and node is not None and hops > 0 and isinstance(node, ast.Module):
-            source = _reexported_from(node, part, module, spec.submodule_search_locations is not None)
-            return _docstring(f"{source}:{attr}", hops - 1) if source else None
-        node = found
-        if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
-    return ast.get_docstring(node)
-
-
-def _reexported_from(tree: ast.Module, name: str, module: str, is_package: bool) -> str | None:
-    """The module that ``tree`` (the source of ``module``) imports ``name`` from, absolute; None if it does not."""
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
-            if not node.level:
-                return node.module
-            base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
-            return ".".join(base + ([node.module] if node.module else []))
-    return None
 
 
 def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:

@@ -146,9 +146,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                    "prover.learner", "prover.truth")),
     ("policy", ("prover.policy", "prover.eval_cache")),
     ("assembly", ("prover.trainer", "prover.preflight", "prover.config_load", "prover.config_checks")),
-    ("commands", ("prover", "prover.cli", "prover.bench", "prover.view", "prover.serve", "prover.serve_checks",
-                  "prover.serve_env", "prover.serve_env_guard", "prover.openenv_bridge", "prover.scaffold",
-                  "prover.scaffold_templates")),
+    ("commands", ("prover", "prover.cli", "prover.listing", "prover.bench", "prover.view", "prover.serve",
+                  "prover.serve_checks", "prover.serve_env", "prover.serve_env_guard", "prover.openenv_bridge",
+                  "prover.scaffold", "prover.scaffold_templates")),
 ]
 
 
