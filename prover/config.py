@@ -197,6 +197,11 @@ class LearnerConfig(Section):
                                        "uncut row's, up to float rounding; past that, a trajectory's pieces can "
                                        "land in different optimizer steps and the mini-batches hold other "
                                        "turns, so the update differs. null: never cut.")
+    gradient_checkpointing: bool = Field(False, description="Keep only each decoder layer's input through the "
+                                         "forward pass and recompute the layer in the backward: the update's "
+                                         "activation memory falls from every layer's to one layer's, for about "
+                                         "one more forward pass of time; the gradient is the same. For long chats "
+                                         "where memory is the bound (docs/pretrained-policy.md measures both).")
     skip_zero_advantage_rows: bool = Field(True, description="Leave out rows whose advantage is zero on every token "
                                                              "(their policy gradient is zero; saves CPU time).")
     max_nonfinite_steps: int = Field(3, ge=1, description="A non-finite advantage drops its row, a non-finite loss "
