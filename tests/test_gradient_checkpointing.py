@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_learner_sequences import assert_same_gradient, batch_of, chats
 
 from prover.config import LearnerConfig, LoraConfig
 from prover.errors import ConfigError
 from prover.learner import Learner
 from prover.modeling import enable_checkpointing
+from test_learner_sequences import assert_same_gradient, batch_of, chats
 
 
 def learner(policy_dir, checkpointing: bool, lora: bool = False) -> Learner:
@@ -53,10 +53,13 @@ def test_checkpointing_recomputes_each_layer_in_the_backward(tiny_policy_dir):
     counts = {}
     for checkpointing in (False, True):
         trained = learner(tiny_policy_dir, checkpointing)
-        calls = []
-        trained.unwrapped().model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))
+        counts[checkpointing] = 0
+
+        def entered(*_, key=checkpointing) -> None:
+            counts[key] += 1
+
+        trained.unwrapped().model.layers[0].mlp.register_forward_pre_hook(entered)
         trained.update(*batch_of(chats()))
-        counts[checkpointing] = len(calls)
     assert counts == {False: 3, True: 6}
 
 
