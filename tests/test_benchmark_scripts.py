@@ -34,6 +34,7 @@ SMOKE = {
     "benchmarks.perf.env_speed": ["--steps", "50", "--real-steps", "5"],
     "benchmarks.perf.kv_cache": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--new-tokens", "2",
                                  "--obs-tokens", "4", "--out", "{tmp}/kv_cache.json"],
+    "benchmarks.perf.learner_limit": ["--smoke", "--out", "{tmp}/learner-limit.json"],
     "benchmarks.perf.learner_sequences": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--first", "10",
                                           "--observation", "4", "--completion", "2", "--repeats", "1"],
     "benchmarks.perf.page": ["--check"],
@@ -72,7 +73,8 @@ HELP_ONLY = {
     "benchmarks.studies.lora_vs_full": "SmolLM2-135M train runs, LoRA and full",
 }
 # smoke runs that build or train a model (the `slow` marker's rule)
-SLOW_SMOKE = {"benchmarks.perf.credit_speed", "benchmarks.perf.kv_cache", "benchmarks.perf.learner_sequences"}
+SLOW_SMOKE = {"benchmarks.perf.credit_speed", "benchmarks.perf.kv_cache", "benchmarks.perf.learner_limit",
+              "benchmarks.perf.learner_sequences"}
 
 
 def module_of(path: Path) -> str:
