@@ -7,7 +7,8 @@ matrix products reach on the same CPU in the same run.
 Writes benchmarks/results/perf/learner-limit.json (``--out`` elsewhere).
 
 - Peaks: the best of square matrix products of several sizes (2 n^3 FLOPs each), float32 and bfloat16
-  (oneDNN, with AMX where the CPU has it), at each count of --threads.
+  (oneDNN, with AMX where the CPU has it), at each count of --threads, measured again before each round (the
+  best of all rounds kept).
 - Models: ``smollm2`` is SmolLM2-135M-Instruct from ``prover convert-gguf`` (~/.cache/prover/models);
   ``qwen2.5-0.5b-shape`` is a Qwen2 of Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads, 2 KV heads,
   intermediate 4864, vocabulary 151,936, tied embeddings) with random weights, built here: the work does not
@@ -27,7 +28,7 @@ Writes benchmarks/results/perf/learner-limit.json (``--out`` elsewhere).
 - Cases: every model x precision x LoRA x length at the first thread count; at each other count, every model
   x precision with LoRA at the first length (threads); and with ``learner.gradient_checkpointing`` on, every
   model x precision with LoRA at the last length (its peak memory and time against the same case off).
-- Each case runs in a child process (peak resident memory, ``ru_maxrss``, is per process); --rounds rounds
+- Each case runs in a child process (peak resident memory, VmHWM, is per process); --rounds rounds
   over all cases in turn, the fastest round of each case kept (the machine is shared). The load average is
   saved per run. --smoke: the tiny model, one 48-token length, in this process, in seconds (checks the code).
 """
@@ -112,7 +113,15 @@ def flops(config, length: int, rows: int, lora: bool) -> dict:
 
 
 def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB  # kB on Linux
+    """This process's peak resident memory: VmHWM, which starts afresh at exec (``ru_maxrss`` keeps the
+    parent's peak across fork and exec, so a child of a parent that built a 2 GB model would read 2 GB)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / GB
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB  # kB on Linux; not Linux: bytes
 
 
 def run_case(case: dict, folder: str, rows: int) -> dict:
@@ -198,11 +207,13 @@ def plan(models: list[str], precisions: list[str], loras: list[bool], lengths: l
     return grid + more
 
 
-def measure(cases: list[dict], folders: dict, rows: int, rounds: int, in_process: bool, save) -> list[dict]:
-    """Every case, ``rounds`` times in turn, ``save`` called with the cases so far after each round (a long run
-    cut short keeps its finished rounds); the fastest round of each case kept beside every round's seconds."""
+def measure(cases: list[dict], folders: dict, rows: int, rounds: int, in_process: bool, peaks, save) -> list[dict]:
+    """Every case, ``rounds`` times in turn, ``peaks(round)`` measured before each round and ``save`` called
+    with the cases so far after it (a long run cut short keeps its finished rounds); the fastest round of each
+    case kept beside every round's seconds."""
     runs: list[list[dict]] = [[] for _ in cases]
     for r in range(rounds):
+        peaks(r)
         for case, got in zip(cases, runs):
             folder = str(folders[case["model"]])
             got.append(run_case(case, folder, rows) if in_process else run_child(case, folder, rows))
@@ -308,7 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     precisions, loras = listed(args.precisions, {"fp32", "bf16"}), listed(args.lora, {"off", "on"})
     check_inputs(args, models, lengths)
     load, t0 = {"start": list(os.getloadavg())}, time.perf_counter()
-    peaks = matmul_peaks(threads, SMOKE_SIZES if args.smoke else PEAK_SIZES, 1 if args.smoke else 3)
+    peaks: dict = {}
+
+    def measure_peaks(round_index: int) -> None:
+        """The matmul peaks again before each round, the best of all kept: the load varies between rounds."""
+        got = matmul_peaks(threads, SMOKE_SIZES if args.smoke else PEAK_SIZES, 1 if args.smoke else 3)
+        for name, by_threads in got.items():
+            for n, gflops in by_threads.items():
+                peaks.setdefault(name, {})[n] = max(gflops, peaks.get(name, {}).get(n, 0.0))
+        print(f"round {round_index + 1}: peaks GFLOP/s {got}", flush=True)
+
     cases = plan(models, precisions, [x == "on" for x in loras], lengths, threads)
     import torch
 
@@ -325,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         folders = {m: model_folder(m, Path(tmp)) for m in models}
-        save(measure(cases, folders, args.rows, args.rounds, args.smoke, save))
+        save(measure(cases, folders, args.rows, args.rounds, args.smoke, measure_peaks, save))
     print("\n".join(table(result)), flush=True)
     print(f"wrote {args.out}")
     return 0 if all("error" not in c for c in result["cases"]) else 1
