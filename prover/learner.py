@@ -42,7 +42,7 @@ from prover.learner_rows import (
     sft_rows,
     unique_tokens,
 )
-from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer
+from prover.modeling import completion_logits, enable_checkpointing, gather_logprobs, load_model, load_tokenizer
 from prover.padding import chain_batches, length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
 from prover.types import Advantages, Batch
 
@@ -64,6 +64,8 @@ class Learner:
         self.tokenizer = load_tokenizer(model_path)
         self.pad_id = self.tokenizer.pad_token_id
         model = load_model(model_path, dtype)
+        if cfg.gradient_checkpointing:
+            enable_checkpointing(model)
         self.lora_scales: dict[str, float] | None = None  # None: every weight trains
         if lora is not None and lora.enabled:
             from prover import lora as lora_lib

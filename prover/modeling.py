@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prover.errors import CheckpointError
+from prover.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -137,6 +137,21 @@ def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu") ->
     except Exception as exc:
         raise CheckpointError(f"could not load the model in {str(p)!r}: {exc}") from exc
     return model.to(device)
+
+
+def enable_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer in the backward pass instead of keeping its activations
+    (``learner.gradient_checkpointing``), non-reentrant, as torch recommends: it needs no input that requires
+    a gradient (a LoRA model's frozen embedding gives none) and stops each recompute once it has what the
+    backward needs. A model that cannot is a one-line ConfigError."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"learner.gradient_checkpointing=true: {type(model).__name__} does not support "
+                          "activation checkpointing; turn it off")
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name; 4.x has only the older one
+        model.activation_checkpointing_enable(kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def stop_ids(tokenizer: Any) -> list[int]:
