@@ -36,7 +36,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from prover.errors import ConfigError, validation_line
 from prover.registry import ENVS, REGISTRIES
-from prover.strict_numbers import BOOL_FOR_NUMBER, NOT_FINITE, bool_path, nonfinite_path
 
 SettingRow = tuple[str, str, str, str]  # (name, type, default, description) of one setting
 
@@ -70,6 +69,10 @@ class Configurable:
         for key, instead in cls.RUN_ARGS.items():
             if key in raw:
                 raise ConfigError(f"{where}.{key} is set by the run; use {instead} instead")
+        # here, not at import: strict_numbers defines a pydantic model, and building one reads pydantic's plugin
+        # entry points, which importing the env contract (this module's users) must not
+        from prover.strict_numbers import BOOL_FOR_NUMBER, NOT_FINITE, bool_path, nonfinite_path
+
         model = cls.Config
         if (at := bool_path(dict(raw), model)) is not None:  # the config's one rule for numbers (strict_numbers)
             raise ConfigError(f"config field {_dotted(where, at)!r} of {owner}: {BOOL_FOR_NUMBER} (got "

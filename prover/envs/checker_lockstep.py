@@ -56,7 +56,9 @@ def lockstep(envs: list[TextEnv], starts: list[Start], n_steps: int, picks: list
             with ctx[k]:
                 action = picks[k](list(infos[k].get("admissible_actions") or ["look"]), i)
                 obs, rew, term, trunc, info = step(env, action, f"step {i + 1} of instance {k + 1} in lockstep")
-                traces[k].append((action, obs, rew, term, trunc, bool(info.get("won")), env.state_key(),
+                # a NaN reward is compared as text: NaN != NaN would read as two instances playing differently
+                paid = "nan" if isinstance(rew, float) and rew != rew else rew
+                traces[k].append((action, obs, paid, term, trunc, bool(info.get("won")), env.state_key(),
                                   tuple(info.get("admissible_actions") or ())))
             infos[k] = info
             live[k] = not (term or trunc)
