@@ -62,7 +62,7 @@ def cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
         text = ""
-    fields = dict(_cpuinfo_fields(text))
+    fields = dict(cpuinfo_fields(text))
     if "flags" in fields:
         present = set(fields["flags"].split())
         flags = {flag: flag in present for flag in CPU_FLAGS}
@@ -74,7 +74,7 @@ def cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
             "cores": os.cpu_count(), "usable_cores": usable}
 
 
-def _cpuinfo_fields(text: str) -> list[tuple[str, str]]:
+def cpuinfo_fields(text: str) -> list[tuple[str, str]]:
     """The ``key: value`` lines of the first processor in /proc/cpuinfo's text."""
     fields = []
     for line in text.split("\n\n")[0].splitlines():

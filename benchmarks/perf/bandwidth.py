@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.perf.results import RESULTS, best_seconds, stamp
+from prover.environment import cpuinfo_fields
 
 OUT = RESULTS / "bandwidth.json"  # named in results.OTHER_PERF
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
@@ -52,13 +53,10 @@ MIB = 1 << 20
 
 def cpu() -> dict:
     """The CPU as /proc/cpuinfo names it, the flags of SPEED_FLAGS it has, its last-level cache and core count."""
-    info = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            info.setdefault(key.strip(), value.strip())
+        info = dict(cpuinfo_fields(Path("/proc/cpuinfo").read_text(errors="replace")))
     except OSError:  # not Linux: the model is platform's guess and no flags are known
-        pass
+        info = {}
     flags = set(info.get("flags", "").split())
     # family/model/stepping name the part where a virtual machine's model name is generic ("Xeon Processor")
     return {"model": info.get("model name", platform.processor() or "?"), "machine": platform.machine(),

@@ -86,6 +86,7 @@ def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
 def measure(args: argparse.Namespace) -> dict:
     import torch
 
+    from benchmarks.perf.bandwidth import cpu
     from prover.engines.hf import HFEngine
 
     torch.set_num_threads(args.threads)
@@ -112,16 +113,9 @@ def measure(args: argparse.Namespace) -> dict:
                   flush=True)
         del engine
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-            "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu_name(),
+            "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -73,14 +73,10 @@ class ReservedLayer(DynamicLayer):
         raise NotImplementedError("a reserved KV cache keeps its rows")
 
 
-def reserved_cache(layers: list[tuple[torch.Tensor, torch.Tensor]] | int, used: int = 0) -> DynamicCache:
+def reserved_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], used: int) -> DynamicCache:
     """A ``DynamicCache`` of ``ReservedLayer``s over ``layers``' buffers (per layer (keys, values), (batch,
-    kv_heads, capacity, head_dim)) whose first ``used`` columns hold KV; or, given a count and no buffers,
-    that many layers reserving ``used`` columns each on their first update."""
+    kv_heads, capacity, head_dim)) whose first ``used`` columns hold KV."""
     cache = DynamicCache()
-    if isinstance(layers, int):
-        cache.layers = [ReservedLayer(used) for _ in range(layers)]
-        return cache
     cache.layers = []
     for keys, values in layers:
         layer = ReservedLayer(keys.shape[2])
@@ -88,6 +84,13 @@ def reserved_cache(layers: list[tuple[torch.Tensor, torch.Tensor]] | int, used: 
         layer.keys, layer.values = keys[:, :, :used], values[:, :, :used]
         layer.is_initialized = True
         cache.layers.append(layer)
+    return cache
+
+
+def empty_reserved_cache(count: int, capacity: int) -> DynamicCache:
+    """``count`` ``ReservedLayer``s holding nothing yet, each reserving ``capacity`` columns on its first update."""
+    cache = DynamicCache()
+    cache.layers = [ReservedLayer(capacity) for _ in range(count)]
     return cache
 
 

@@ -18,7 +18,7 @@ import torch
 from pydantic import Field
 
 from prover.engines.base import Engine
-from prover.engines.decode import decode, reserved_cache
+from prover.engines.decode import decode, empty_reserved_cache
 from prover.engines.kv_cache import PrefixCache, row_columns
 from prover.engines.prefix import (
     cache_kwarg,
@@ -130,7 +130,7 @@ class HFEngine(Engine):
         stops = list(params.stop_token_ids) or self.stop_ids
         if own_loop:
             layers = self.model.config.get_text_config().num_hidden_layers  # a multimodal config nests the text's
-            start = cache.get(self.cache_kwarg) or reserved_cache(layers, capacity)
+            start = cache.get(self.cache_kwarg) or empty_reserved_cache(layers, capacity)
             done = decode(self.model, ids, attn, start, self.cache_kwarg, params, stops, self.pad_id, processors)
             new, logps, kv = done.tokens.cpu(), done.logprobs.cpu(), done.cache
         else:
