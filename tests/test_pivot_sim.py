@@ -155,6 +155,26 @@ def test_train_and_test_tasks_never_share_a_right_item():
     assert len(halves["train"]) == len(halves["test"]) == sum(len(w) for w in KINDS.values()) // 2
 
 
+def test_unseen_items_off_draws_right_items_from_every_word_in_both_splits():
+    env = PivotSimEnv(n_pivots=3, unseen_items=False)
+    asked = {"train": set(), "test": set()}
+    for split in asked:
+        for seed in range(300):
+            env.reset(seed=seed, options={"split": split})
+            asked[split].update(s.right_item for s in env.world.stations)
+    every_item = sum(len(w) for w in KINDS.values())
+    assert len(asked["train"]) == len(asked["test"]) == every_item  # 900 draws cover all 48 items
+    env.reset(seed=5, options={"split": "test"})
+    other = PivotSimEnv(n_pivots=3, unseen_items=False)
+    other.reset(seed=5, options={"split": "train"})
+    assert env.world.stations != other.world.stations  # separate seed streams still
+
+
+def test_unseen_items_must_be_a_bool():
+    with pytest.raises(ConfigError, match="unseen_items"):
+        PivotSimEnv(unseen_items="no")
+
+
 def test_snapshots_restore_the_state_and_the_noise_stream():
     env = PivotSimEnv(noise=0.5)
     env.reset(seed=3)

@@ -14,7 +14,7 @@ from the env's seeded RNG on arrival: one draw per turn used, so runs of one tas
 different turns jam independently), ``clue`` ("visible": on the sign at the entrance and at every open
 rack; "memory": on the sign only), ``max_steps`` (default twice the expert's path, n_pivots + W; never
 less than it). ``reset(seed=s, options={"split": "test"})`` draws right items that no train task asks
-for.
+for; with ``unseen_items=False`` both splits draw them from every word (see ``world``).
 
 Pivotal turns (``pivotal_turns``, diagnostics only). With V* and Q* the optimal success probability
 computed exactly by ``search.Oracle`` (steps left count: running out of turns is a failure), turn t of
@@ -79,7 +79,7 @@ class PivotSimEnv(TextEnv):
 
     def __init__(self, *, n_pivots: int = 2, n_options: int = 3, delay: int = 4, irrelevant_share: float = 0.75,
                  noise: float = 0.0, clue: str = "visible", max_steps: int | None = None,
-                 prompt: str = "compact") -> None:
+                 prompt: str = "compact", unseen_items: bool = True) -> None:
         _check(_is_int(n_pivots) and 1 <= n_pivots <= len(KIND_NAMES),
                f"n_pivots={n_pivots!r} must be an int from 1 to {len(KIND_NAMES)} (one item kind per station)")
         _check(_is_int(n_options) and 2 <= n_options <= WORDS_PER_KIND,
@@ -91,6 +91,7 @@ class PivotSimEnv(TextEnv):
         _check(isinstance(noise, (int, float)) and 0.0 <= noise < 1.0, f"noise={noise!r} must be a number in [0, 1)")
         _check(clue in CLUE_MODES, f"unknown clue {clue!r}; choose one of {list(CLUE_MODES)}")
         _check(prompt in PRESETS, f"unknown prompt {prompt!r}; choose one of {sorted(PRESETS)}")
+        _check(isinstance(unseen_items, bool), f"unseen_items={unseen_items!r} must be true or false")
         self.length = corridor_length(n_pivots, float(irrelevant_share), delay)
         self.expert_steps = expert_path_length(n_pivots, self.length)
         if max_steps is None:
@@ -100,7 +101,7 @@ class PivotSimEnv(TextEnv):
                f"({n_pivots} takes and {self.length} steps forward)")
         self.n_pivots, self.n_options, self.delay = n_pivots, n_options, delay
         self.irrelevant_share, self.noise, self.clue = float(irrelevant_share), float(noise), clue
-        self.max_steps = max_steps
+        self.max_steps, self.unseen_items = max_steps, unseen_items
         self.agent_spec = PRESETS[prompt]
         self.world: World | None = None
         self._oracles: OrderedDict[str, Oracle] = OrderedDict()
@@ -112,7 +113,7 @@ class PivotSimEnv(TextEnv):
         _check(split in SPLITS, f"unknown split {split!r}; choose one of {list(SPLITS)}")
         self.world = generate(split, seed, n_pivots=self.n_pivots, n_options=self.n_options, delay=self.delay,
                               length=self.length, max_steps=self.max_steps, noise=self.noise,
-                              clue_mode=self.clue)
+                              clue_mode=self.clue, unseen_items=self.unseen_items)
         self.state = INITIAL
         self._menu, self._actions = choices(self.world, self.state)
         return welcome(self.world), self._info(True)

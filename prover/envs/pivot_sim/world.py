@@ -18,7 +18,9 @@ choice comes ``delay`` turns after it; the other stations stand at distinct posi
 Seen and unseen tasks: a fixed table (``in_test_half``) puts half of every kind's words in the test half.
 A train task's right items are all (kind, word) pairs of the train half, a test task's all of the test
 half, so no train seed ever produces a test task, and both splits use the same words (wrong options are
-drawn from the whole kind).
+drawn from the whole kind). With ``unseen_items=False`` both splits draw right items from every word, and
+the splits differ only in their seed streams: a policy can then win a train task only by reading the clue,
+where the split table lets it win most train tasks by taking the word it has seen taken before.
 """
 
 from __future__ import annotations
@@ -107,12 +109,13 @@ def _draw(rng: random.Random, pool, k: int) -> list:
 
 @lru_cache(maxsize=4096)  # a task is reset many times (a group, branching, evaluation); worlds are immutable
 def generate(split: str, seed: int, *, n_pivots: int, n_options: int, delay: int, length: int,
-             max_steps: int, noise: float, clue_mode: str) -> World:
+             max_steps: int, noise: float, clue_mode: str, unseen_items: bool = True) -> World:
     """The task ``seed`` of ``split``: station kinds, racks, right items and station positions."""
     rng = random.Random(seed * 2 + SPLITS.index(split))  # the two splits draw from separate streams
     stations = []
     for kind in _draw(rng, KIND_NAMES, n_pivots):
-        right_word = _draw(rng, HALVES[kind][split == "test"], 1)[0]
+        pool = HALVES[kind][split == "test"] if unseen_items else KINDS[kind]
+        right_word = _draw(rng, pool, 1)[0]
         wrong = _draw(rng, [w for w in KINDS[kind] if w != right_word], n_options - 1)
         words = _draw(rng, [right_word, *wrong], n_options)
         options = tuple(f"{w} {kind}" for w in words)
