@@ -63,9 +63,9 @@ def write_forest(results: list[CellResult], methods: list[str], envs: list[str],
 def caption(baseline: str) -> str:
     """What the plot shows, for the page that embeds it."""
     return (f"Per env, each method's final held-out success minus {baseline}'s on the same seed (seeds that "
-            f"either side did not finish are left out): the dot is the mean difference in points, the bar its "
-            f"95% paired t interval, mean ± t(0.975, n−1) · sd / √n over the n pairs (Table 1's Δ column). "
-            f"Green: the interval lies above 0; red: below; blue: it spans 0.")
+            "either side did not finish are left out): the dot is the mean difference in points, the bar its "
+            "95% paired t interval, mean ± t(0.975, n−1) · sd / √n over the n pairs (Table 1's Δ column). "
+            "Green: the interval lies above 0; red: below; blue: it spans 0.")
 
 
 def forest_markdown(path: Path, baseline: str) -> list[str]:
