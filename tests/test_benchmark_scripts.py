@@ -29,6 +29,8 @@ FIRST_PARTY = ("prover", "benchmarks")
 # directory is the repository root); seconds each
 SMOKE = {
     "benchmarks.conformance.credit_vs_reference": ["--no-fetch", "--repeats", "1"],  # ours only: no reference here
+    "benchmarks.figures.docs": ["--check"],  # draws every figure from the committed results, writes nothing
+    "benchmarks.figures.notebook": ["--check"],  # compares docs/tutorial.md's code with the notebook's
     "benchmarks.perf.bandwidth": ["--smoke", "--out", "{tmp}/bandwidth.json"],
     "benchmarks.perf.decode_vs_llama": ["--smoke"],  # prover's side only, the tiny policy
     "benchmarks.perf.credit_speed": ["--groups", "2", "--group-size", "2", "--max-turns", "6"],

@@ -2,7 +2,8 @@
 (benchmarks.perf.results names the files; benchmarks.perf.run's docstring says what each section measures).
 
     python -m benchmarks.perf.page --render      # rewrite docs/perf.md from benchmarks/results/, measure nothing
-    python -m benchmarks.perf.page --check       # exit 1 when docs/perf.md is not what the results render to
+    python -m benchmarks.perf.page --check       # exit 1 when docs/perf.md or its figure (docs/img/perf-phases.svg,
+                                                 # benchmarks.perf.phases) is not what the results render to
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchmarks.perf import phases
 from benchmarks.perf.page_decode import section as decode_section
 from benchmarks.perf.page_decode import summary_rows
 from benchmarks.perf.page_limits import limits_summary, section_limits
@@ -107,7 +109,7 @@ def section_main(res: dict) -> list[str]:
     lines.append("| CPU seconds (one thread) | " + " | ".join(f"{r['cpu_s']:.0f} | " for r in runs) + " |")
     lines.append("| held-out success, warm start -> after RL | " + " | ".join(
         f"{r['eval_before']:.3f} -> {r['eval_after']:.3f} | " for r in runs) + " |")
-    return lines
+    return lines + phases.lines()
 
 
 def section_verify(res: dict) -> list[str]:
@@ -208,8 +210,19 @@ def render(results: dict) -> str:
 
 
 def write_page() -> None:
-    """docs/perf.md from every saved result (the one place that writes it)."""
-    PAGE.write_text(render(saved_results()))
+    """docs/perf.md and its figure from every saved result (the one place that writes them)."""
+    results = saved_results()
+    if (figure := phases.figure(results)) is not None:
+        phases.FIGURE.parent.mkdir(parents=True, exist_ok=True)
+        phases.FIGURE.write_text(figure)
+    PAGE.write_text(render(results))
+
+
+def current(results: dict) -> bool:
+    """Whether docs/perf.md and its figure are what ``results`` render to."""
+    figure = phases.figure(results)
+    drawn = figure is None or (phases.FIGURE.is_file() and phases.FIGURE.read_text() == figure)
+    return drawn and PAGE.is_file() and PAGE.read_text() == render(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--check", action="store_true", help="only say whether docs/perf.md is what they render to")
     args = ap.parse_args(argv)
     if args.check:
-        same = PAGE.is_file() and PAGE.read_text() == render(saved_results())
-        print(f"{PAGE.relative_to(ROOT)} {'is' if same else 'is not'} what the saved results render to")
+        same = current(saved_results())
+        print(f"{PAGE.relative_to(ROOT)} and its figure {'are' if same else 'are not'} what the saved results "
+              "render to")
         return 0 if same else 1
     write_page()
     print(PAGE.read_text().split("\n## ")[0])

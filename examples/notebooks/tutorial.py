@@ -85,12 +85,15 @@ COMMON = [
     "eval.episodes=32", "eval.split=train",
 ]
 PROVER = ["credit.name=prover", "credit.samples=4"]  # K = 4 continuations from each end of a proposed segment
+# CI runs this notebook in a small setting (PROVER_TUTORIAL_SMALL=1): the same cells, shorter runs
+SMALL = ["warmstart.episodes=300", "steps=2", "eval.episodes=8"]
 
 
 def train(name: str, *overrides: str, quiet: bool = False) -> Path:
     """Train one run in RUNS/<name> (a fresh folder each time) and return its folder."""
     run_dir = RUNS / name
-    cfg = load_config(None, [*COMMON, *overrides, f"run.dir={run_dir}"])
+    small = SMALL if os.environ.get("PROVER_TUTORIAL_SMALL") == "1" else []
+    cfg = load_config(None, [*COMMON, *overrides, *small, f"run.dir={run_dir}"])
     Trainer(cfg, reporter=Reporter(quiet=True) if quiet else None).train()
     return run_dir
 

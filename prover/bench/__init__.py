@@ -11,5 +11,6 @@ ProVer paper's three tables (success, cost per step, judges) plus learning curve
     headline.py the headline comparison (power.compare): its verdict, and the seeds a pilot says it needs
     report.py   Tables 1-3 as Markdown and CSV
     plots.py    learning curves per env (matplotlib, Agg)
+    forest.py   the forest plot of the paired differences against the baseline (forest.svg, no matplotlib)
     command.py  the CLI subcommand
 """

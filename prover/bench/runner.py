@@ -29,6 +29,7 @@ import yaml
 
 from prover.bench import stats, timing
 from prover.bench.archive import archive_cells
+from prover.bench.forest import forest_markdown, write_forest
 from prover.bench.headline import headline_markdown
 from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
 from prover.bench.report import markdown_tables, write_csvs
@@ -251,7 +252,8 @@ def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -
 
 
 def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:
-    """results.md, table1-3.csv and curves-<env>.png in the bench's out folder, from the finished cells."""
+    """results.md, table1-3.csv, forest.svg and curves-<env>.png in the bench's out folder, from the finished
+    cells."""
     bench, out = plan.bench, plan.bench.out_dir
     out.mkdir(parents=True, exist_ok=True)
     results, pending = collect(plan)
@@ -259,6 +261,7 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
     judged = [m.row for m in bench.methods if m.judge is not None and m.row in methods]
     files = write_csvs(results, methods, judged, bench.envs, out, plan.budget_refs, bench.baseline, bench.reach)
     plots, curve_notes = draw_curves(results, methods, bench.envs, out)
+    forest = write_forest(results, methods, bench.envs, bench.baseline, out) if bench.baseline else None
     for note in curve_notes:
         echo(f"note: {note}")
     notes = [*plan.skipped, *precision_notes(plan), *(f"failed: {f}" for f in failed), *curve_notes,
@@ -273,6 +276,8 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
         text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
     text += headline_markdown(plan, results)
     text += comparison_notes(plan, results)
+    if forest is not None:
+        text += forest_markdown(forest, bench.baseline)
     text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs, bench.baseline,
                                 bench.reach))
     if plots:
@@ -281,6 +286,6 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
     text += ["## The matrix", "", "```yaml", matrix, "```", ""]
     write_atomic(out / "results.md", "\n".join(text))
     archived = archive_cells(plan)
-    files = [out / "results.md", *files, *plots, *([out / "cells"] if archived else [])]
+    files = [out / "results.md", *files, *([forest] if forest else []), *plots, *([out / "cells"] if archived else [])]
     echo(f"wrote {', '.join(str(p) for p in files)}")
     return files

@@ -1,0 +1,1 @@
+"""The documentation's figures drawn from committed results (``python -m benchmarks.figures.docs``)."""
