@@ -70,6 +70,10 @@ def test_warmstart_lr_counts_by_the_value_it_trains_with(tmp_path):
     assert key(checkpoint) == key(checkpoint, "warmstart.lr=1e-5") != key(checkpoint, "warmstart.lr=0.001")
     assert key("seed=1") != key()  # the expert episodes and the SFT's shuffling follow the seed
     assert key("rollout.max_prompt_tokens=300") != key()  # the cloned prompts are bounded by it
+    # a checkpoint's folder says nothing of the env whose expert episodes are cloned: the key must
+    assert key(checkpoint, "env.name=pivot-sim") != key(checkpoint, "env.name=alfworld-sim")
+    assert key(checkpoint, "env.name=pivot-sim", "env.kwargs.n_pivots=2") != key(
+        checkpoint, "env.name=pivot-sim", "env.kwargs.n_pivots=3")
 
 
 def _prepare(run_dir: Path) -> Path:

@@ -77,7 +77,9 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
                         cfg.rollout.history_window,
                         # only when set, so that the warm starts built before the bound existed keep their names
                         *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []),
-                        *(["chat"] if cfg.rollout.context == "chat" else []))
+                        *(["chat"] if cfg.rollout.context == "chat" else []),
+                        # the env decides which expert episodes are cloned; a tiny base's name holds it already
+                        *([cfg.env] if cfg.model.path != "tiny" else []))
 
 
 def build_once(target: Path, build: Callable[[Path], None]) -> Path:
