@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+# What a credit method hands the learner, named by what each level of the nesting is.
+TokenValues: TypeAlias = npt.NDArray[np.float32]  # (n_completion_tokens,) one value per token of one turn
+TrajectoryValues: TypeAlias = list[TokenValues]  # one TokenValues per turn of one trajectory, in turn order
+GroupValues: TypeAlias = list[TrajectoryValues]  # one TrajectoryValues per trajectory of one group, in order
 
 
 def shared_prefix_length(a: list[int], b: list[int]) -> int:
@@ -62,7 +68,7 @@ class Turn:
     action_valid: bool  # the env accepted the action (info["is_action_valid"])
     reward: float  # env reward for this step
     state_key: Hashable  # env.state_key() before the turn
-    snapshot: Any = None  # env.snapshot() before the turn, when branching is on
+    snapshot: object = None  # env.snapshot() before the turn, when branching is on
     history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
     admissible: tuple[str, ...] = ()  # the env's admissible actions before the turn (prompt input)
     # the policy that sampled it, counted in learner updates: the starting weights are 0, the weights after
@@ -78,7 +84,7 @@ class Turn:
 class ResumePoint:
     """Where an unfinished trajectory stopped (a bounded continuation): enough to continue it exactly."""
 
-    snapshot: Any
+    snapshot: object
     observation: str
     admissible: tuple[str, ...]
 
@@ -162,7 +168,8 @@ class Batch:
 class Advantages:
     """Per-token advantages for every policy turn of a batch.
 
-    values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages.
+    values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages: one ``GroupValues`` per group,
+                     one ``TrajectoryValues`` per trajectory, one ``TokenValues`` per turn.
     loss_mask:       same nesting; None means every completion token is trained on. A method that
                      removes tokens from the loss (SPO's probability mask) sets 0 there.
     train_batch:     None: the values index the rollout batch. Set by a method that trains on other
@@ -171,16 +178,16 @@ class Advantages:
     segments:        the judge's proposals as the method checked them, for reports (``prover view``).
     """
 
-    values: list[list[list[np.ndarray]]]
-    loss_mask: list[list[list[np.ndarray]]] | None = None
+    values: list[GroupValues]
+    loss_mask: list[GroupValues] | None = None
     train_batch: Batch | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     segments: list[CheckedSegment] = field(default_factory=list)
 
-    def flat(self) -> list[np.ndarray]:
+    def flat(self) -> list[TokenValues]:
         return [a for g in self.values for tr in g for a in tr]
 
-    def flat_mask(self) -> list[np.ndarray] | None:
+    def flat_mask(self) -> list[TokenValues] | None:
         if self.loss_mask is None:
             return None
         return [m for g in self.loss_mask for tr in g for m in tr]

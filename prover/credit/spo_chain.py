@@ -50,7 +50,7 @@ from pydantic import Field, model_validator
 from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.seeding import derive_seed
-from prover.types import Advantages, Batch, Trajectory
+from prover.types import Advantages, Batch, GroupValues, Trajectory
 
 PROVER_COMPARISON = {"eligible": (1, 3), "whiten": True, "prob_mask": True}  # what the preset sets
 # VinePPO's configs (McGill-NLP/VinePPO): a value before every step, 9 MC rollouts, whiten_advantages on
@@ -149,7 +149,7 @@ class SPOChain(CreditAssigner):
         return {key: res.value for key, res in zip(requests, results)}
 
 
-def probability_mask(batch: Batch, threshold: float) -> list[list[list[np.ndarray]]]:
+def probability_mask(batch: Batch, threshold: float) -> list[GroupValues]:
     """SPO's ``use_prob_mask``: 1 for tokens with probability at most ``threshold``, 0 (out of the loss) above."""
     return [[[(np.exp(np.asarray(turn.logprobs)) <= threshold).astype(np.float32) for turn in tr.turns]
              for tr in g.trajectories] for g in batch.groups]
