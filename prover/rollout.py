@@ -42,6 +42,15 @@ class _Episode:
     saved: Any = None  # an episode's state while another one holds its env (prover/envs/pool.py)
 
 
+@dataclass(frozen=True)
+class _Prompted:
+    """A live episode whose turn prompt fits the budget: what the engine is asked, and how to read its answer."""
+
+    episode: _Episode
+    spec: AgentSpec
+    prompt: list[int]
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:limit]
@@ -215,10 +224,10 @@ class Rollout:
                                   "that branches must set needs_snapshots = True")
         return turn.observation, turn.admissible, turn.snapshot
 
-    def _prompts(self, live: list[_Episode]) -> tuple[list[_Episode], list[AgentSpec], list[list[int]]]:
-        """The live episodes whose prompt fits the budget, their specs and prompts; the others end here:
-        as env errors saying why when no first prompt fits, as truncated when a chat outgrows the budget."""
-        kept: tuple[list, list, list] = ([], [], [])
+    def _prompts(self, live: list[_Episode]) -> list[_Prompted]:
+        """The live episodes whose prompt fits the budget, each with its spec and prompt, in order; the others
+        end here: as env errors saying why when no first prompt fits, as truncated when a chat outgrows it."""
+        kept: list[_Prompted] = []
         for e in live:
             spec = agent_spec_for(e.env, self.history_window)
             try:
@@ -232,8 +241,7 @@ class Rollout:
                 e.done, e.traj.truncated = True, True
                 e.traj.truncation = chat_budget_reason(len(prompt), self.max_prompt_tokens)
                 continue
-            for part, item in zip(kept, (e, spec, prompt)):
-                part.append(item)
+            kept.append(_Prompted(e, spec, prompt))
         return kept
 
     def _prompt(self, e: _Episode, spec: AgentSpec) -> tuple[list[int] | None, str]:
@@ -260,10 +268,13 @@ class Rollout:
             live = [e for e in episodes if not e.done and len(e.history) < min(e.limit, self.max_turns)]
             if not live:
                 break
-            live, specs, prompts = self._prompts(live)
+            ready = self._prompts(live)
+            live = [asked.episode for asked in ready]
             self.pool.assign(live)
-            gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn")) if live else []
-            for spec, e, prompt, gen in zip(specs, live, prompts, gens):
+            gens = self.engine.generate([asked.prompt for asked in ready], sampling,
+                                        seed=derive_seed(seed, turn, "turn")) if ready else []
+            for asked, gen in zip(ready, gens):
+                e, spec, prompt = asked.episode, asked.spec, asked.prompt
                 completion_ids, logprobs, text = completion_of(tok, gen, spec.stop)
                 parsed = spec.parse(text)
                 self.pool.hold(e)

@@ -141,7 +141,9 @@ class Trainer:
         self.ranks.check_config(cfg)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
-        self.judge = self.engine = self.batches = None
+        # what the parts built so far hold (servers, a worker process, envs, a local model), each part's close
+        # entered as it is built: close() releases them, last built first, however far the build got
+        self.built = contextlib.ExitStack()
         self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
@@ -183,17 +185,22 @@ class Trainer:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
+        self.built.callback(self.engine.close)  # e.g. the sglang engine's weight-update group
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         if ckpt and lora:  # the engine holds the base; the resumed adapter reaches it merged
             self.engine.update_weights(self.learner)
             self.ranks.barrier()
         self.rollout = build_rollout(cfg, self.engine, self.make_env)
+        self.built.callback(self.rollout.close)  # its pooled envs (a JVM each for TWX): a bench runs many cells
         self.credit = make_credit(cfg)
         # each step's batch: sampled when asked for, or ahead by a worker (rollout.max_off_policy_steps)
         self.batches = make_batches(cfg, self.rollout, lambda step: rollout_request(cfg, self.credit, self.ranks, step),
                                     version=self.start_step, policy_dir=policy_dir)
+        self.built.callback(self.batches.close)  # the rollout worker, when there is one
         self.brancher = Brancher(self.rollout)
         self.judge = make_judge(cfg)  # None when judge.name is unset
+        if self.judge is not None:
+            self.built.callback(self.judge.close)
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
@@ -233,14 +240,7 @@ class Trainer:
         """Release what the judge and engine hold (servers, threads, a local model) and the run folder's
         lock; ``train`` calls it, and so does a failed start."""
         try:
-            if self.judge is not None:
-                self.judge.close()
-            if self.batches is not None:
-                self.batches.close()  # the rollout worker, when there is one
-            if self.engine is not None:
-                self.engine.close()  # e.g. the sglang engine's weight-update group
-            if getattr(self, "rollout", None) is not None:
-                self.rollout.close()  # its pooled envs (a JVM each for TWX): a bench runs many cells in one process
+            self.built.close()
         finally:
             if self.lock is not None:
                 self.lock.release()

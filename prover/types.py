@@ -210,11 +210,12 @@ class Proposal:
     rationale: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckedSegment:
     """One proposal as a credit method checked it: its verified gain, or why it was dropped.
 
-    Read by reports only (``groups.jsonl``, ``prover view``); it never changes an advantage.
+    Read by reports only (``groups.jsonl``, ``prover view``); it never changes an advantage. Built with named
+    fields only: three of them are a float, a bool and a text that read alike in a row of values.
     """
 
     group: int  # index in batch.groups
