@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
 from prover.trackers import Trackers
 from prover.truth import TruthScorer
-from prover.types import Advantages, Batch, RolloutRequest, SamplingParams
+from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
 
 TRAIN_SEED_RANGE = 1_000_000
 
@@ -84,7 +85,7 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
 
 
 def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ranks | None = None,
-                    on_turn: Any = None) -> tuple[dict[str, float], Batch]:
+                    on_turn: Callable[[int, int], None] | None = None) -> tuple[MetricsRow, Batch]:
     """Held-out success, the one evaluation of the trainer and `prover eval`: one episode per task of the
     eval split, the same tasks every time, at ``eval.temperature``; with ``ranks`` each process plays its
     share. Returns the metrics record (the same on every process) and this process's episodes."""
@@ -149,7 +150,7 @@ class Trainer:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
         preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
-        for line in self.run.damaged if resume else []:
+        for line in self.run.damaged if ckpt else []:
             self.report.note(f"{line}; resuming from {ckpt.name} instead")
         if self.lock is not None:
             self.lock.acquire()
@@ -204,7 +205,7 @@ class Trainer:
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
-    def evaluate(self, step: int) -> dict[str, float]:
+    def evaluate(self, step: int) -> MetricsRow:
         """Held-out success (``evaluate_policy``), logged and reported by the main process; the starting
         policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.eval_cache``)."""
         cache = EvalCache.of(self.cfg, self.policy_dir, self.ranks.world) if step == 0 else None

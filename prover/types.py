@@ -17,6 +17,8 @@ import numpy.typing as npt
 TokenValues: TypeAlias = npt.NDArray[np.float32]  # (n_completion_tokens,) one value per token of one turn
 TrajectoryValues: TypeAlias = list[TokenValues]  # one TokenValues per turn of one trajectory, in turn order
 GroupValues: TypeAlias = list[TrajectoryValues]  # one TrajectoryValues per trajectory of one group, in order
+# one line of a run's metrics.jsonl: its step (int), phase (str) and "area/name" numbers
+MetricsRow: TypeAlias = dict[str, float | int | str]
 
 
 def shared_prefix_length(a: list[int], b: list[int]) -> int:
@@ -123,7 +125,7 @@ class Trajectory:
         """The episode's tokens counted once: each turn's prompt and completion less the prefix they share
         with the turn before's (in a chat context all of it, so this is the chat's length; with windowed
         prompts, little more than the chat template's header)."""
-        total, before = 0, []
+        total, before = 0, list[int]()
         for turn in self.turns:
             seq = turn.prompt_ids + turn.completion_ids
             total, before = total + len(seq) - shared_prefix_length(before, seq), seq

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -102,6 +102,7 @@ class CreditAssigner(Configurable):
     implement ``assign``; the settings rule is every plugin's (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[MethodConfig]] = MethodConfig
+    config: MethodConfig  # the parsed settings of ``Config``; a method declares its own ``Config``'s type
     needs_snapshots: ClassVar[bool] = False  # branches from recorded states (refused on envs without snapshots)
     needs_groups: ClassVar[bool] = False  # compares the episodes of a group (GRPO's baseline): refused at G = 1
 
@@ -111,7 +112,8 @@ class CreditAssigner(Configurable):
     @classmethod
     def parse_config(cls, train_cfg: TrainConfig) -> MethodConfig:
         """The method's own fields of the ``credit:`` section (``parse_settings``: one line on a bad one)."""
-        return cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit", train_cfg.credit.name)
+        return cast(MethodConfig, cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit",
+                                                     train_cfg.credit.name))  # an instance of cls.Config
 
     @classmethod
     def validate_config(cls, train_cfg: TrainConfig) -> None:
@@ -225,7 +227,8 @@ def broadcast_rows(batch: Batch, values: np.ndarray) -> list[GroupValues]:
     flat = np.repeat(values.astype(np.float32), n_tok)
     ends = np.cumsum(n_tok).tolist()
     per_turn = [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-    out, k = [], 0
+    out: list[GroupValues] = []
+    k = 0
     for group in batch.groups:
         out.append([])
         for tr in group.trajectories:

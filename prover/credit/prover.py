@@ -108,6 +108,7 @@ def pick_target(group: Group, how: str, seed: str) -> int:
 
 class ProVer(GRPO):
     Config = ProVerConfig
+    config: ProVerConfig  # the parsed settings of ``Config``
     needs_snapshots = True
 
     def __init__(self, config: ProVerConfig | None = None) -> None:
@@ -133,7 +134,7 @@ class ProVer(GRPO):
         jobs = [(gi, req) for gi, req in eligible if can_yield_segment(req)]
         if jobs and ctx.judge is None:
             raise ConfigError("credit 'prover' has no judge in its context: set judge.name (e.g. judge.name=contrast)")
-        results = ctx.judge.propose_all([req for _, req in jobs]) if jobs else []
+        results = ctx.judge.propose_all([req for _, req in jobs]) if jobs and ctx.judge is not None else []
         screened = screen(jobs, results)
         valid, checked = screened.valid, screened.checked
         self.judge_watch.observe(screened.usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps

@@ -109,6 +109,7 @@ class SPOChain(CreditAssigner):
     ``preset: vineppo`` (a boundary before every turn), not a name of its own."""
 
     Config = SPOChainConfig
+    config: SPOChainConfig  # the parsed settings of ``Config``
     needs_snapshots = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
@@ -145,7 +146,7 @@ class SPOChain(CreditAssigner):
         if not requests:
             return {}
         seed = derive_seed(ctx.config.seed, ctx.step, "spo-chain")
-        results = ctx.brancher.continue_from(list(requests.values()), seed=seed)
+        results = ctx.need_brancher("spo-chain").continue_from(list(requests.values()), seed=seed)
         return {key: res.value for key, res in zip(requests, results)}
 
 
@@ -155,7 +156,8 @@ def probability_mask(batch: Batch, threshold: float) -> list[GroupValues]:
              for tr in g.trajectories] for g in batch.groups]
 
 
-def whiten(values: list, mask: list | None, assigned: list[list[bool]] | None = None) -> list:
+def whiten(values: list[GroupValues], mask: list[GroupValues] | None,
+           assigned: list[list[bool]] | None = None) -> list[GroupValues]:
     """SPO's masked_whiten, (a - mean) / sqrt(var + 1e-8) with the unbiased variance, the statistics taken
     over the tokens of assigned trajectories (``assigned[g][i]``; None: all) that ``mask`` keeps (None: all).
     Every token of an assigned trajectory is rescaled; the others stay exactly 0."""

@@ -74,9 +74,9 @@ class EnvContract(Protocol):
     """The env contract, method by method (Gymnasium's ``reset`` and ``step``, plus identity and time travel).
     Capability flags, settings and the agent-facing text are in the module docstring."""
 
-    deterministic: ClassVar[bool]
-    can_snapshot: ClassVar[bool]
-    agent_spec: ClassVar[AgentSpec]
+    deterministic: bool
+    can_snapshot: bool
+    agent_spec: AgentSpec
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, EnvInfo]:
         """Start a task: ``(obs, info)``. ``seed`` picks the task and seeds the env's RNG: the same seed
@@ -144,13 +144,13 @@ class TextEnv(gym.Env, Configurable):
     """Base class of every prover env (``EnvContract`` is the spec). Subclasses implement ``_reset``,
     ``_step`` and ``state_key``."""
 
-    metadata: ClassVar[dict] = {"render_modes": []}
-    deterministic: ClassVar[bool] = True
-    can_snapshot: ClassVar[bool] = True
+    # class attributes that a wrapper over another framework's env (gym.py, openenv_remote.py) sets per instance
+    deterministic: bool = True
+    can_snapshot: bool = True
     native_snapshot: ClassVar[bool] = False
     uses_global_rng: ClassVar[bool] = False
     expert_follows_plan: ClassVar[bool] = False
-    agent_spec: ClassVar[AgentSpec] = AgentSpec()
+    agent_spec: AgentSpec = AgentSpec()  # an env whose prompts follow its settings sets its own in __init__
     train_recipe: ClassVar[dict[str, Any]] = {}
 
     observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)

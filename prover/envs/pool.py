@@ -17,7 +17,7 @@ the rollout snapshots each episode right after its reset (``Rollout._instances``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from prover.envs.base import TextEnv
@@ -57,7 +57,7 @@ class EnvPool:
         self._holders = {}
         return self._shared
 
-    def assign(self, live: list[Holder]) -> None:
+    def assign(self, live: Sequence[Holder]) -> None:
         """Before a turn: each live episode keeps the instance that holds its state; the others get the
         instances no live episode holds, then share round the rest."""
         if not self._shared or len(live) <= 1:

@@ -10,7 +10,7 @@ a credit method may rely on (``CreditContext.judge``); ``Judge`` is the base cla
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +67,7 @@ class Judge(Configurable):
     ``propose``; the settings rule is every plugin's (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[JudgeSettings]] = JudgeSettings
+    config: JudgeSettings  # the parsed settings of ``Config``; a judge declares its own ``Config``'s type
 
     def __init__(self, config: JudgeSettings | None = None) -> None:
         self.config = config if config is not None else self.Config()
@@ -74,7 +75,8 @@ class Judge(Configurable):
     @classmethod
     def parse_config(cls, train_cfg: TrainConfig) -> JudgeSettings:
         """The judge's own fields of the ``judge:`` section (``parse_settings``: one line on a bad one)."""
-        return cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge", str(train_cfg.judge.name))
+        return cast(JudgeSettings, cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge",
+                                                      str(train_cfg.judge.name)))  # an instance of cls.Config
 
     @classmethod
     def validate_config(cls, train_cfg: TrainConfig) -> None:
