@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +194,7 @@ class RunDir:
         return self.path / "models" / name
 
     # -- metrics -----------------------------------------------------------------------------------
-    def log(self, record: Mapping[str, object], path: Path | None = None) -> None:
+    def log(self, record: dict[str, Any], path: Path | None = None) -> None:
         with (path or self.metrics_path).open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()

@@ -98,7 +98,7 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     # a pretrained policy that writes free text fails on the format before it can fail on the task
     formats = [tn.format_valid for g in batch.groups for t in g.trajectories for tn in t.turns]
     valid = [v for part in ranks.gather(formats) for v in part] if ranks else formats
-    record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes),
+    record: MetricsRow = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes),
               "eval/format_valid": float(np.mean(valid)) if valid else 0.0}
     counts = engine_counts(rollout.engine, "eval")  # cost/eval_prompt_tokens, its prefilled and cached shares
     return record | (ranks.merged(counts) if ranks else counts), batch
@@ -150,8 +150,9 @@ class Trainer:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
         preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
-        for line in self.run.damaged if ckpt else []:
-            self.report.note(f"{line}; resuming from {ckpt.name} instead")
+        if ckpt is not None:  # a resume: say which damaged checkpoints it passes over
+            for line in self.run.damaged:
+                self.report.note(f"{line}; resuming from {ckpt.name} instead")
         if self.lock is not None:
             self.lock.acquire()
         try:

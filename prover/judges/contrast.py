@@ -160,8 +160,8 @@ class ContrastJudge(Judge):
     config: ContrastSettings  # the parsed settings of ``Config``
 
     @classmethod
-    def reads_hidden_state(cls, settings: ContrastSettings) -> bool:
-        return settings.align == "state"
+    def reads_hidden_state(cls, settings: JudgeSettings) -> bool:
+        return isinstance(settings, ContrastSettings) and settings.align == "state"
 
     def propose(self, request: JudgeRequest) -> JudgeResult:
         success = request.success
