@@ -56,12 +56,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.config import engine_dtype
+from prover.engines.base import WeightSource
 from prover.errors import ConfigError, ProverError, WorkerError
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
 
 POLL_S = 0.5  # how often a wait for the worker looks at its deadline
 CLOSE_GRACE_S = 10.0  # a worker asked to stop gets this long before it is terminated
@@ -101,7 +105,7 @@ class StepBatches:
         batch, metrics = sample(self.rollout, self.plan(step))
         return batch, checked_lag(metrics, step, self.bound)
 
-    def sync(self, learner: Any, step: int) -> None:
+    def sync(self, learner: WeightSource, step: int) -> None:
         """The learner's weights after step ``step``'s update become the engine's (version ``step``)."""
         self.rollout.engine.update_weights(learner)
         self.rollout.policy_version = step
@@ -129,7 +133,7 @@ class EnvFactory:
 class WorkerSpec:
     """What the worker builds its engine and rollout from."""
 
-    config: Any  # the run's TrainConfig
+    config: TrainConfig
     policy_dir: str
     env_cls: type
     engine_cls: type
@@ -163,7 +167,7 @@ class Pipe:
         except (EOFError, OSError):
             self.incoming.put(self.EOF)
 
-    def send(self, message: Any) -> None:
+    def send(self, message: object) -> None:
         self.writer.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
 
     def get(self, timeout: float) -> Any:
@@ -224,7 +228,7 @@ class AheadBatches(StepBatches):
             raise WorkerError(f"the rollout worker sent step {got}'s batch when step {step}'s was due (a bug)")
         return batch, checked_lag(metrics, step, self.bound)
 
-    def sync(self, learner: Any, step: int) -> None:
+    def sync(self, learner: WeightSource, step: int) -> None:
         super().sync(learner, step)  # this process's engine: branching and evaluation
         if self.queued < self.last_step:  # a later rollout will be queued behind it
             self.pipe.send(("weights", step, weights_blob(learner.policy_state_dict())))
@@ -350,7 +354,7 @@ def tell(pipe: Pipe, exc: BaseException) -> None:
         pass
 
 
-def make_batches(cfg: Any, rollout: Rollout, plan: Callable[[int], RolloutRequest], *, version: int,
+def make_batches(cfg: TrainConfig, rollout: Rollout, plan: Callable[[int], RolloutRequest], *, version: int,
                  policy_dir: str | Path) -> StepBatches:
     """The batch source of a run: ``StepBatches`` at k = 0, else ``AheadBatches`` with its worker."""
     if not cfg.rollout.max_off_policy_steps:

@@ -174,7 +174,7 @@ def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
     return ""
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("convert-checkpoint", help="rewrite a checkpoint of an earlier prover (optimizer.pt, "
                        "rng.pt) in the data-only format that --resume reads")
     c.add_argument("checkpoint", nargs="+", help="checkpoint folders (<run.dir>/checkpoints/step-N)")

@@ -30,10 +30,13 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prover.errors import ConfigError
 from prover.files import write_atomic
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
 
 # a config entry is left out of every tracker if a part of its dotted name, or its value, looks like a secret
 SECRET_NAME = re.compile(r"api_?key|secret|passw(or)?d|credential|private_?key|access_?key|"
@@ -81,7 +84,7 @@ def kept_text(kept: dict[str, Any], key: str, name: str, pattern: re.Pattern = R
     return value
 
 
-def check_trackers(cfg: Any) -> None:
+def check_trackers(cfg: TrainConfig) -> None:
     """Every tracker of ``run.report_to`` can be imported (preflight: before the run folder is touched)."""
     for name in dict.fromkeys(cfg.run.report_to):
         require(name)
@@ -286,7 +289,7 @@ class Trackers:
         self.sent: dict[str, tuple[int, int]] = {}  # tracker name -> the last row an earlier session sent it
 
     @classmethod
-    def start(cls, cfg: Any, note: Callable[[str], None] = print, enabled: bool = True) -> Trackers:
+    def start(cls, cfg: TrainConfig, note: Callable[[str], None] = print, enabled: bool = True) -> Trackers:
         """Start ``cfg.run.report_to`` (none when not ``enabled``: only the main process logs metrics),
         continuing the runs trackers.json keeps."""
         run_dir = Path(cfg.run.dir)

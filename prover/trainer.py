@@ -13,14 +13,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from prover.async_rollout import make_batches
 from prover.branching import Brancher
-from prover.config import TrainConfig, engine_dtype
+from prover.config import LearnerConfig, TrainConfig, engine_dtype
 from prover.credit import CreditContext, make_credit
+from prover.credit.base import CreditContract
 from prover.distributed import Ranks
 from prover.engines import make_engine
 from prover.envs import make_configured_env
@@ -59,7 +61,7 @@ def task_seeds(cfg: TrainConfig, step: int) -> list[int]:
     return rng.sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
 
 
-def rollout_request(cfg: TrainConfig, credit: Any, ranks: Ranks, step: int) -> RolloutRequest:
+def rollout_request(cfg: TrainConfig, credit: CreditContract, ranks: Ranks, step: int) -> RolloutRequest:
     """What step ``step`` rolls out: this process's share of its tasks, G episodes of each (or the method's
     sizes), snapshots when the method branches."""
     all_tasks = task_seeds(cfg, step)
@@ -98,13 +100,14 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     # a pretrained policy that writes free text fails on the format before it can fail on the task
     formats = [tn.format_valid for g in batch.groups for t in g.trajectories for tn in t.turns]
     valid = [v for part in ranks.gather(formats) for v in part] if ranks else formats
-    record: MetricsRow = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes),
+    record: MetricsRow = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)),
+                                                                               "eval/episodes": float(e.episodes),
               "eval/format_valid": float(np.mean(valid)) if valid else 0.0}
     counts = engine_counts(rollout.engine, "eval")  # cost/eval_prompt_tokens, its prefilled and cached shares
     return record | (ranks.merged(counts) if ranks else counts), batch
 
 
-def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:
+def nonfinite_streak(record: dict[str, float], streak: int, cfg: LearnerConfig, report: Reporter) -> int:
     """Steps in a row that met a non-finite advantage, loss or gradient (each was left out of the
     update); past ``cfg.max_nonfinite_steps`` the run stops with one line."""
     rows, updates = record.get("learner/nonfinite_rows", 0.0), record.get("learner/nonfinite_updates", 0.0)
@@ -161,7 +164,7 @@ class Trainer:
             self.close()
             raise
 
-    def _build(self, ckpt: Any) -> None:
+    def _build(self, ckpt: Path | None) -> None:
         from prover.learner import Learner
         from prover.modeling import apply_threads
         from prover.policy import starting_policy

@@ -15,7 +15,6 @@ release). The registry refuses, when it loads an engine, a class that leaves ``g
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,10 +34,6 @@ class WeightSource(Protocol):
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """The full policy weights under the base model's names (LoRA adapters merged in). Under FSDP or
         ZeRO-3 every process must call it; a process other than the main one may get an empty dict."""
-        ...
-
-    def save_pretrained(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """Write the policy as a Hugging Face folder at ``path`` (``state_dict``: weights already gathered)."""
         ...
 
 

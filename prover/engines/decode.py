@@ -118,7 +118,7 @@ def warpers(params: SamplingParams, processors: list[Any] | None) -> LogitsProce
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all: about 8% of a one-row step (no_grad keeps version counts)
-def decode(model: Any, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
+def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
            params: SamplingParams, stops: list[int], pad_id: int, processors: list[Any] | None = None) -> Decoded:
     """Generate up to ``params.max_new_tokens`` tokens for each row of ``ids`` (left padded, mask ``attn``),
     continuing ``cache``, which holds the KV of the first ``cache.get_seq_length()`` columns and has room for

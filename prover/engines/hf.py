@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from prover.engines.base import Engine
+from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
 from prover.engines.kv_cache import PrefixCache, row_columns
 from prover.engines.prefix import (
@@ -196,7 +196,7 @@ class HFEngine(Engine):
                 "cost/cached_tokens": float(prompt - computed),
                 "engine/cached_ratio": (prompt - computed) / prompt if prompt else 0.0}
 
-    def update_weights(self, learner: Any) -> None:
+    def update_weights(self, learner: WeightSource) -> None:
         """Load the learner's full weights; with LoRA they come merged, under the base model's names."""
         state = learner.policy_state_dict()
         if not state:  # FSDP / ZeRO-3 gather the full weights on the main process only

@@ -56,7 +56,7 @@ class Prefilled:
     computed: list[int]
 
 
-def cache_kwarg(model: Any) -> str:
+def cache_kwarg(model: torch.nn.Module) -> str:
     """The name a KV cache goes by in ``forward`` and ``generate``: ``cache`` from transformers 5, else
     ``past_key_values``."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -81,7 +81,7 @@ def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
 
 
 @torch.no_grad()
-def sharing_mode(model: Any, device: str) -> str:
+def sharing_mode(model: torch.nn.Module, device: str) -> str:
     """What this model can share: ``prefix`` (cached prefixes of any length), ``duplicates``, or ``none``.
     Decided once, from the cache a one-token forward pass builds (layer types are not in every config)."""
     if getattr(getattr(model, "generation_config", None), "cache_implementation", None):
@@ -143,7 +143,8 @@ def plan_duplicates(prompts: list[list[int]]) -> SharePlan | None:
 
 
 @torch.no_grad()
-def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan, kwarg: str) -> Any:
+def prefill_duplicates(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan,
+                       kwarg: str) -> Any:
     """The KV cache of every row's prompt but its last column, each distinct prompt's on one row and copied
     to its duplicates. ``ids`` and ``attn`` are on the model's device, laid out by ``layout``."""
     width = ids.shape[1] - 1  # generate runs the last column itself, on every row
@@ -158,7 +159,7 @@ def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: 
 
 # -- full attention: prefixes from the cache, the rest batched -------------------------------------------
 @torch.no_grad()
-def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg: str,
+def prefill_from(model: torch.nn.Module, prompts: list[list[int]], store: PrefixCache, kwarg: str,
                  capacity: int | None = None) -> Prefilled:
     """Every row's prompt KV but its last token, from ``store`` where it holds a prefix, the rest computed
     (once per distinct prompt; the chunk's common prefix once, kept in ``store``). With ``capacity``, laid out
@@ -185,7 +186,7 @@ def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg
                      computed)
 
 
-def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
+def extend(model: torch.nn.Module, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
     """Each of ``seqs``' KV, and how many of its tokens were run: the longest prefix ``store`` holds is
     taken from it, the rests of all of them run in one batch."""
     found = [store.match(s) for s in seqs]
@@ -199,7 +200,8 @@ def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) ->
     return [(kv, len(s) - n) for kv, s, n in zip(kvs, seqs, reuse)]  # type: ignore[misc]
 
 
-def run_rests(model: Any, seqs: list[list[int]], cached: list[KV | None], reuse: list[int], kwarg: str) -> list[KV]:
+def run_rests(model: torch.nn.Module, seqs: list[list[int]], cached: list[KV | None], reuse: list[int],
+              kwarg: str) -> list[KV]:
     """Run ``seq[reuse:]`` of each row after its cached columns: those right-aligned to column C (the
     longest), the rests from C on, right padded; returns each row's columns, cached and new."""
     device = next(model.parameters()).device

@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.distributed import process_rank, world_size
-from prover.engines.base import Engine
+from prover.engines.base import Engine, WeightSource
 from prover.engines.sglang_http import ServerClient, api_key_from_env, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights, probe_readback
 from prover.errors import EngineError
@@ -338,7 +338,7 @@ class SGLangEngine(Engine):
         return values
 
     # -- weights and metrics ---------------------------------------------------------------------
-    def update_weights(self, learner: Any) -> None:
+    def update_weights(self, learner: WeightSource) -> None:
         """Push the learner's weights to every server. Across processes, every one must call it (FSDP and
         ZeRO-3 gather the full weights from all of them); the main one pushes, and the caller waits for it
         before sampling again."""

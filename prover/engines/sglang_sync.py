@@ -36,19 +36,22 @@ import threading
 import weakref
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from prover.engines.sglang_http import ServerBusy, ServerClient, positive_int, together, when_idle
 from prover.errors import ConfigError, EngineError
 
+if TYPE_CHECKING:
+    from prover.engines.sglang import SGLangSettings
+
 CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
 CLOSE_WAIT_S = 10.0  # most seconds close() waits for the weight group to be torn down
 
 
 class DiskSync:
-    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
+    def __init__(self, servers: list[ServerClient], cfg: SGLangSettings) -> None:
         self.servers, self.cfg = servers, cfg
         self.version = 0
         if cfg.sync_dir is None:  # a private folder, removed when the engine goes away
@@ -95,7 +98,7 @@ class DiskSync:
 class DistributedSync(DiskSync):
     """Starts from a folder like ``DiskSync``; every later sync is a broadcast."""
 
-    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
+    def __init__(self, servers: list[ServerClient], cfg: SGLangSettings) -> None:
         super().__init__(servers, cfg)
         self.group: Any = None
         self.tp: list[int] = []

@@ -6,7 +6,7 @@ importing prover (or listing the names) imports no env.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.envs.agent_spec import AgentSpec, ParsedAction
 from prover.envs.base import ReplaySnapshot, TextEnv
@@ -15,8 +15,11 @@ from prover.envs.global_rng import protected_class
 from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
 
+if TYPE_CHECKING:
+    from prover.config import EnvConfig
 
-def make_configured_env(env: Any) -> TextEnv:
+
+def make_configured_env(env: EnvConfig) -> TextEnv:
     """The run's env from its ``env`` config section (name, kwargs, isolate_global_rng)."""
     return make_env(env.name, isolate_global_rng=env.isolate_global_rng, **env.kwargs)
 

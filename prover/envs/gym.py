@@ -95,7 +95,7 @@ def make_prover_env(prover_env: str, **kwargs: Any) -> TextEnv:
     return make_env(prover_env, **kwargs)
 
 
-def _is_adapter(target: Any) -> bool:
+def _is_adapter(target: object) -> bool:
     """Whether a registry target is this module's adapter (a Gymnasium env wrapped back into Gymnasium)."""
     if isinstance(target, str):
         return target.partition(":")[0] == __name__
@@ -235,7 +235,7 @@ class GymnasiumTextEnv(TextEnv):
         """The Gymnasium env this one runs (a new object after each ``restore``)."""
         return self._env
 
-    def _text(self, obs: Any, method: str) -> str:
+    def _text(self, obs: object, method: str) -> str:
         if self._obs_to_text is not None:
             text = self._obs_to_text(obs, self._env)
             if not isinstance(text, str):
@@ -291,7 +291,7 @@ class GymnasiumTextEnv(TextEnv):
     def state_key(self) -> Hashable:
         return self._replay_seed, self._replay_options, tuple(self._moves)
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         """Re-make the Gymnasium env, so that nothing a reset leaves behind survives, then replay."""
         self._require_snapshots()
         self._env.close()

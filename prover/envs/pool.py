@@ -18,7 +18,7 @@ the rollout snapshots each episode right after its reset (``Rollout._instances``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from prover.envs.base import TextEnv
 
@@ -27,7 +27,7 @@ class Holder(Protocol):
     """What the pool needs of an episode: its instance, its state while off it, whether it still needs one."""
 
     env: TextEnv
-    saved: Any  # a snapshot of the episode's state while another episode holds ``env``; None: none pending
+    saved: object  # a snapshot of the episode's state while another episode holds ``env``; None: none pending
     done: bool
 
 

@@ -164,7 +164,7 @@ class AlfworldSimEnv(TextEnv):
                         self.np_random.bit_generator.state, frozenset(self.inspected),
                         self.replay_record())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"AlfworldSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from AlfworldSimEnv.snapshot()")
