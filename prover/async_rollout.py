@@ -66,6 +66,7 @@ from prover.types import Batch, RolloutRequest
 
 if TYPE_CHECKING:
     from prover.config import TrainConfig
+    from prover.envs.base import TextEnv
 
 POLL_S = 0.5  # how often a wait for the worker looks at its deadline
 CLOSE_GRACE_S = 10.0  # a worker asked to stop gets this long before it is terminated
@@ -123,7 +124,7 @@ class EnvFactory:
     kwargs: dict[str, Any]
     isolate_global_rng: bool = False  # the run's env.isolate_global_rng (the class's own flag is read too)
 
-    def __call__(self) -> Any:
+    def __call__(self) -> TextEnv:
         from prover.envs.global_rng import protected_class
 
         return protected_class(self.cls, self.isolate_global_rng)(**self.kwargs)
@@ -140,7 +141,7 @@ class WorkerSpec:
     version: int  # of the policy in policy_dir
 
 
-def from_peer(data: bytes) -> Any:
+def from_peer(data: bytes) -> Any:  # whatever the peer pickled
     """The one place the tree unpickles (tests/test_run_folder_is_data.py holds it to that): bytes from the
     other end of a ``Pipe``, an OS pipe between the trainer and the worker it started, never a file, so
     nothing a user could be handed reaches it."""
@@ -210,8 +211,9 @@ class AheadBatches(StepBatches):
         # caller's script); its own session, so Ctrl-C reaches the trainer alone, which closes it
         to_worker, from_trainer = os.pipe()
         to_trainer, from_worker = os.pipe()
-        self.proc: Any = subprocess.Popen([sys.executable, "-c", WORKER_CODE, str(to_worker), str(from_worker)],
-                                          pass_fds=(to_worker, from_worker), start_new_session=True)
+        self.proc: Any = subprocess.Popen(
+            [sys.executable, "-c", WORKER_CODE, str(to_worker), str(from_worker)],
+            pass_fds=(to_worker, from_worker), start_new_session=True)
         os.close(to_worker)
         os.close(from_worker)
         self.pipe = Pipe(to_trainer, from_trainer)

@@ -36,7 +36,7 @@ OLD_FILES = ("optimizer.pt", "rng.pt")
 MANIFEST = "manifest.json"
 
 
-def _encode(obj: Any, tensors: dict[str, Any]) -> Any:
+def _encode(obj: object, tensors: dict[str, Any]) -> object:
     import torch
 
     if isinstance(obj, torch.Tensor):
@@ -60,7 +60,7 @@ def _looks_encoded(d: dict) -> bool:
     return len(d) == 1 and next(iter(d)) in ("tensor", "tuple", "items")
 
 
-def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
+def _decode(obj: object, tensors: dict[str, Any]) -> object:
     if isinstance(obj, list):
         return [_decode(v, tensors) for v in obj]
     if not isinstance(obj, dict):
@@ -75,7 +75,7 @@ def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
     return {k: _decode(v, tensors) for k, v in obj.items()}
 
 
-def save_state(obj: Any, folder: Path, stem: str) -> None:
+def save_state(obj: object, folder: Path, stem: str) -> None:
     from safetensors.torch import save_file
 
     tensors: dict[str, Any] = {}

@@ -38,9 +38,9 @@ class Entry:
     """One registered name: its target (object or ``module:Object`` string) and where it came from."""
 
     name: str
-    target: Any
+    target: str | type  # a class, or the "module:Object" string of one
     origin: str  # "code" (a built-in too), "entry point (<distribution> <version>)" or "module:Object string"
-    loaded: Any = None
+    loaded: object = None
     check: Callable[[Entry, Any], None] | None = None  # its kind's contract, checked on every load
     conflict: str | None = None  # set when two distributions register this name
 
@@ -48,8 +48,8 @@ class Entry:
         if self.conflict is not None:
             raise DuplicateName(self.conflict)
         if self.loaded is None:
-            is_str = isinstance(self.target, str)
-            obj = _import_target(self.target, self.name, self.origin) if is_str else self.target
+            target = self.target
+            obj = _import_target(target, self.name, self.origin) if isinstance(target, str) else target
             if self.check is not None:
                 self.check(self, obj)  # before caching: a wrong object fails on every lookup
             self.loaded = obj
@@ -62,15 +62,15 @@ def split_target(spec: str) -> tuple[str, str] | None:
     return (module_name, attr) if sep and module_name and attr else None
 
 
-def load_target(module_name: str, attr: str) -> Any:
+def load_target(module_name: str, attr: str) -> object:
     """Import ``module_name`` and follow the dotted ``attr`` in it; whatever the import raises propagates."""
-    obj: Any = importlib.import_module(module_name)
+    obj: object = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _import_target(spec: str, name: str, origin: str = "") -> Any:
+def _import_target(spec: str, name: str, origin: str = "") -> object:
     who = f"{name!r} (from {origin})" if origin else repr(name)  # names the distribution of an entry point
     target = split_target(spec)
     if target is None:
@@ -161,16 +161,18 @@ class Registry:
         if self.contract is None:
             return
         protocol = _import_target(self.protocol, self.protocol) if self.protocol is not None else None
-        gap = _contract_gap(obj, self.kind, _import_target(self.contract, self.contract),
-                            self.contract.replace(":", "."), protocol, (self.protocol or "").replace(":", "."))
+        base = _import_target(self.contract, self.contract)
+        assert isinstance(base, type) and (protocol is None or isinstance(protocol, type))  # prover's own names
+        gap = _contract_gap(obj, self.kind, base, self.contract.replace(":", "."), protocol,
+                            (self.protocol or "").replace(":", "."))
         if gap is not None:
             what = f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
             raise PluginLoadError(f"{self.kind} {entry.name!r} (from {entry.origin}): {what} {gap}")
 
-    def register(self, name: str, target: Any = None) -> Any:
+    def register(self, name: str, target: str | type | None = None) -> Any:
         """Register ``target`` under ``name``; without a target, return a decorator."""
         if target is None:
-            def decorator(obj: Callable) -> Callable:
+            def decorator(obj: type) -> type:
                 self._add(Entry(name, obj, "code", check=self._check_contract))
                 return obj
             return decorator

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from prover.trackers import Trackers
 from prover.truth import TruthScorer
 from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
 
+T = TypeVar("T")
+P = ParamSpec("P")
+
 TRAIN_SEED_RANGE = 1_000_000
 
 
@@ -48,7 +51,7 @@ class Phases:
 
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def timed(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0

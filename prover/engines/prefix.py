@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from prover.engines.decode import reserved_cache
 from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
+
+if TYPE_CHECKING:
+    from transformers import DynamicCache
 
 # Below this many tokens a chunk-wide common prefix (the chat template's opening tokens) saves less than
 # the extra forward pass costs; duplicates are shared whatever their length.
@@ -52,7 +55,7 @@ class Prefilled:
     """The KV of every row's prompt but its last token, laid out left padded (None when every prompt is one
     token), and the prompt tokens run for each row (its last token included)."""
 
-    cache: Any
+    cache: DynamicCache | None
     computed: list[int]
 
 
@@ -67,14 +70,14 @@ def cache_of(out: Any) -> Any:
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
-def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def cache_layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's (keys, values), (batch, kv_heads, columns, head_dim), of a ``DynamicCache``."""
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
     return list(zip(cache.key_cache, cache.value_cache))  # transformers 4
 
 
-def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
     from transformers import DynamicCache
 
     return DynamicCache(layers)  # (ddp_cache_data): one full-attention layer per (keys, values)
@@ -144,7 +147,7 @@ def plan_duplicates(prompts: list[list[int]]) -> SharePlan | None:
 
 @torch.no_grad()
 def prefill_duplicates(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan,
-                       kwarg: str) -> Any:
+                       kwarg: str) -> DynamicCache:
     """The KV cache of every row's prompt but its last column, each distinct prompt's on one row and copied
     to its duplicates. ``ids`` and ``attn`` are on the model's device, laid out by ``layout``."""
     width = ids.shape[1] - 1  # generate runs the last column itself, on every row
@@ -223,7 +226,7 @@ def run_rests(model: torch.nn.Module, seqs: list[list[int]], cached: list[KV | N
 
 
 def left_padded(kvs: list[KV | None], lengths: list[int], width: int | None = None,
-                capacity: int | None = None) -> Any:
+                capacity: int | None = None) -> DynamicCache | None:
     """One ``DynamicCache`` of ``width`` columns (default: the longest row) with row b's ``lengths[b]``
     columns last and zeros (masked keys) before them; None when it would have no columns. With ``capacity``,
     its layers reserve that many columns (``decode.reserved_cache``), the rows written straight into them."""

@@ -88,7 +88,7 @@ def gymnasium_ids(names: list[str]) -> dict[str, str]:
     return ids
 
 
-def make_prover_env(prover_env: str, **kwargs: Any) -> TextEnv:
+def make_prover_env(prover_env: str, **kwargs: object) -> TextEnv:
     """Gymnasium's entry point for every ``prover/...`` id: the prover env ``prover_env`` built with ``kwargs``."""
     from prover.envs import make_env
 
