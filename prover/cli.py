@@ -18,6 +18,7 @@ from prover.errors import ConfigError, ProverError, Stopped
 from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
 
 if TYPE_CHECKING:
+    from prover.config import TrainConfig
     from prover.registry import Entry, Registry
 
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
@@ -81,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: argparse.Namespace) -> TrainConfig:
     """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
     own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
     from prover.config_load import load_config, parse_override

@@ -187,7 +187,7 @@ def render_with_spans(tokenizer: PreTrainedTokenizerBase, messages: list[dict], 
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool = True,
-                **template_kwargs: Any) -> list[int]:
+                **template_kwargs: object) -> list[int]:
     """The ids of ``messages`` through the chat template, with every content literal (above): what
     ``apply_chat_template(messages, tokenize=True)`` returns for text that holds no token's text."""
     text, spans = render_with_spans(tokenizer, messages, generation_prompt, template_kwargs)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from prover.config import LoraConfig, TrainConfig
 from prover.errors import CheckpointError, ConfigError
@@ -36,7 +37,7 @@ PEFT_PREFIX = "base_model.model."  # what peft puts before the base model's own 
 INSTALL = "pip install 'prover-rl[lora]'"
 
 
-def require_peft() -> Any:
+def require_peft() -> ModuleType:
     """The peft module; a one-line ConfigError naming the extra when it is missing."""
     try:
         import peft
@@ -87,7 +88,7 @@ def linear_names(model: torch.nn.Module) -> list[str]:
                               if isinstance(m, torch.nn.Linear)))
 
 
-def _check_mergeable(model: torch.nn.Module, peft: Any, cfg: LoraConfig) -> None:
+def _check_mergeable(model: torch.nn.Module, peft: ModuleType, cfg: LoraConfig) -> None:
     """Only plain linear layers are merged by ``merged_state_dict``; an adapter on anything else (an
     embedding), or on an LM head that shares its weight with the embedding, would not merge as W + s B A."""
     from peft.tuners.lora import Linear, LoraLayer

@@ -89,7 +89,7 @@ class StrictNumbers(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
         field = cls.model_fields.get(info.field_name or "")
         if field is None or _checks_itself(field.annotation):
             return value

@@ -30,6 +30,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prover.errors import ConfigError
@@ -65,7 +66,7 @@ class Tracker(Protocol):
     def finish(self) -> None: ...
 
 
-def require(name: str) -> Any:
+def require(name: str) -> ModuleType:
     """The library of tracker ``name``, imported; a one-line ConfigError naming the extra if it is missing."""
     module = TRACKERS[name].module
     try:
@@ -202,7 +203,7 @@ class TrackioTracker:
             self.run = self._continue_run(trackio, kept, config)
         return {"project": self.run.project, "name": self.run.name, "id": self.run.id}
 
-    def _continue_run(self, trackio: Any, kept: dict[str, Any], config: dict[str, Any]) -> Any:
+    def _continue_run(self, trackio: ModuleType, kept: dict[str, Any], config: dict[str, Any]) -> Any:
         """trackio continues a run by project and name (resume="must": the newest run of that name), so the
         run it picks is checked against the kept id: another run folder of the same name may be newer."""
         project, name = kept_text(kept, "project", self.name), kept_text(kept, "name", self.name, re.compile(".+"))
@@ -314,7 +315,7 @@ class Trackers:
         started.save()
         return started
 
-    def _start_one(self, tracker: Any, config: dict[str, Any], run_dir: Path, earlier: dict[str, Any] | None,
+    def _start_one(self, tracker: Tracker, config: dict[str, Any], run_dir: Path, earlier: dict[str, Any] | None,
                    missing: str) -> None:
         """Start ``tracker``, continuing its ``earlier`` run; failing that, a new run with one note (not an
         error: the new run still gets every row from here on)."""
@@ -329,7 +330,7 @@ class Trackers:
             self.note(f"run.report_to={tracker.name}: {missing}; it starts a new {tracker.name} run")
         self._keep(tracker, kept, None)
 
-    def _keep(self, tracker: Any, kept: dict[str, Any] | None, last: Any) -> None:
+    def _keep(self, tracker: Tracker, kept: dict[str, Any] | None, last: Any) -> None:
         self.trackers.append(tracker)
         if kept is None:  # TensorBoard: nothing to continue by
             return

@@ -34,7 +34,7 @@ A server that is down, too slow or answers nonsense is an ``EngineError`` line n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -299,7 +299,7 @@ class SGLangEngine(Engine):
             out[i] = lp
         return out
 
-    def _spread(self, prompts: list[list[int]], new_tokens: int, run: Any) -> list[Any]:
+    def _spread(self, prompts: list[list[int]], new_tokens: int, run: Callable[..., Any]) -> list[Any]:
         """``run(server, indices)`` on each server's share of ``prompts``, concurrently; results in order."""
         owners = self.router.assign(prompts, new_tokens)
         shares = {s: [i for i, o in enumerate(owners) if o == s] for s in sorted(set(owners))}

@@ -44,6 +44,8 @@ from prover.engines.sglang_http import ServerBusy, ServerClient, positive_int, t
 from prover.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
+    import torch
+
     from prover.engines.sglang import SGLangSettings
 
 CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
@@ -193,7 +195,7 @@ class DistributedSync(DiskSync):
             except EngineError:
                 pass
 
-    def _send(self, bucket: list[tuple[str, Any]], device: Any) -> None:
+    def _send(self, bucket: list[tuple[str, torch.Tensor]], device: torch.device) -> None:
         import torch.distributed as dist
 
         # no flush per bucket: the flush after /end_weight_update waits out running requests

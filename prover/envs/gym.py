@@ -197,7 +197,7 @@ class GymnasiumTextEnv(TextEnv):
 
     def __init__(self, *, id: str, deterministic: bool = False, obs_to_text: ObsToText = None,
                  success: Success = "auto", action_names: ActionNames = None, task: TaskText = None,
-                 **gym_kwargs: Any) -> None:
+                 **gym_kwargs: object) -> None:
         self.gym_id = id
         self._task_text = task
         self.success = SuccessRule(success, f"gymnasium env {id!r}")
@@ -322,7 +322,7 @@ class DeterministicGymnasiumTextEnv(GymnasiumTextEnv):
     can_snapshot = True
 
     def __init__(self, *, id: str, obs_to_text: ObsToText = None, success: Success = "auto",
-                 action_names: ActionNames = None, task: TaskText = None, **gym_kwargs: Any) -> None:
+                 action_names: ActionNames = None, task: TaskText = None, **gym_kwargs: object) -> None:
         super().__init__(id=id, deterministic=True, obs_to_text=obs_to_text, success=success,
                          action_names=action_names, task=task, **gym_kwargs)
 
