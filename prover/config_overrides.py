@@ -111,7 +111,7 @@ def _unwrap(hint: object) -> object:
     return hint
 
 
-def typed_like(value: Any, text: Any, hint: Any) -> Any:
+def typed_like(value: object, text: object, hint: object) -> object:
     """``value`` (YAML's reading) with every item that ``hint`` wants as a str taken from ``text`` (the
     same YAML read with every scalar a str); anything that does not line up keeps ``value``."""
     hint = _unwrap(hint)
@@ -136,7 +136,7 @@ def typed_like(value: Any, text: Any, hint: Any) -> Any:
     return value
 
 
-def _typed_union(value: Any, text: Any, members: tuple[Any, ...]) -> Any:
+def _typed_union(value: object, text: object, members: tuple[object, ...]) -> object:
     """A union: the member of the value's shape. A scalar stays YAML's when a non-text member takes it
     as it is (``int | str`` keeps 8), else it is text where a member is text."""
     shaped = [m for m in members if _shape(m) == _shape_of(value)]

@@ -283,7 +283,7 @@ class Trackers:
     mid-run is dropped with one note (metrics.jsonl, the record, is unaffected). A context manager:
     leaving it finishes every tracker. ``kept``: what trackers.json keeps, rewritten as rows go out."""
 
-    def __init__(self, trackers: list[Any], note: Callable[[str], None] = print,
+    def __init__(self, trackers: list[Tracker], note: Callable[[str], None] = print,
                  kept_path: Path | None = None, kept: dict[str, Any] | None = None) -> None:
         self.trackers, self.note = trackers, note
         self.kept_path, self.kept = kept_path, kept if kept is not None else {}

@@ -115,7 +115,7 @@ def _turn_html(turn: dict[str, Any], traj_id: str, t: int, col: int) -> str:
             f'<div class="meta">{esc(meta)}</div></div>')
 
 
-def replies_html(replies: list[Any]) -> str:
+def replies_html(replies: list[object]) -> str:
     """What the judge said, folded: each reply of its conversation, in order."""
     if not replies:
         return ""

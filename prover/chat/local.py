@@ -30,7 +30,7 @@ from prover.errors import ConfigError
 from prover.literal_text import ENV_SPANS, encode_chat
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
 GRAMMAR_CACHE = 64  # compiled grammars kept per model: a judge's schema differs by request (turn bounds)
@@ -160,7 +160,7 @@ class LocalChat(ChatModel):
         return encode_messages(self.tokenizer, messages, tools, self.native_tools,
                                self.settings.chat_template_kwargs)
 
-    def grammar(self, schema: dict) -> Callable[[], list[Any]]:
+    def grammar(self, schema: dict) -> Callable[[], list[LogitsProcessor]]:
         """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one
         ``generate`` call), its compiled grammar cached by the schema's text."""
         import xgrammar as xgr

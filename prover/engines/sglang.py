@@ -223,7 +223,7 @@ class SGLangEngine(Engine):
     name = "sglang"
     Config = SGLangSettings
 
-    def __init__(self, model_path: str | Path, dtype: str = "float32", **kwargs: Any) -> None:
+    def __init__(self, model_path: str | Path, dtype: str = "float32", **kwargs: object) -> None:
         """``model_path``: the policy folder the run starts from (its tokenizer is used here, its weights
         are loaded into the servers); ``dtype`` is unused, each server keeps its own ``--dtype``."""
         self.config = cfg = self.validate_kwargs(kwargs)

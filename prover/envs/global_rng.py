@@ -100,7 +100,7 @@ class GlobalRngIsolation:
     uses_global_rng = True
     _global_rng: GlobalRngSlot
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self._global_rng = GlobalRngSlot()
         with self._global_rng:
             super().__init__(*args, **kwargs)
