@@ -46,14 +46,13 @@ from prover.errors import ConfigError, EngineError
 if TYPE_CHECKING:
     import torch
 
-    from prover.engines.sglang import SGLangSettings
-
 CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
 CLOSE_WAIT_S = 10.0  # most seconds close() waits for the weight group to be torn down
 
 
 class DiskSync:
-    def __init__(self, servers: list[ServerClient], cfg: SGLangSettings) -> None:
+    # cfg: the engine's SGLangSettings, untyped here because prover.engines.sglang imports this module
+    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
         self.servers, self.cfg = servers, cfg
         self.version = 0
         if cfg.sync_dir is None:  # a private folder, removed when the engine goes away
@@ -100,7 +99,8 @@ class DiskSync:
 class DistributedSync(DiskSync):
     """Starts from a folder like ``DiskSync``; every later sync is a broadcast."""
 
-    def __init__(self, servers: list[ServerClient], cfg: SGLangSettings) -> None:
+    # cfg: the engine's SGLangSettings, untyped here because prover.engines.sglang imports this module
+    def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
         super().__init__(servers, cfg)
         self.group: Any = None
         self.tp: list[int] = []
