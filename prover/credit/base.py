@@ -90,10 +90,11 @@ class CreditContract(Protocol):
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         """Per-token advantages for every policy turn of ``batch``: ``values[g][i][t]`` holds one float32 per
         completion token of turn ``t`` of trajectory ``i`` of group ``g`` (or of ``train_batch`` when the
-        method trains on other turns). Deterministic given the batch, ``ctx.step`` and the run seed (draw
-        from ``prover.seeding.derive_seed``). It may branch (``ctx.brancher``) and ask the judge
-        (``ctx.judge``), never change the batch's trajectories, and logs what it wants in ``metrics``
-        (``credit/...``). A group it cannot judge (no win, all wins) gets zeros, not an error."""
+        method trains on other turns, such as SPO-tree's edges). Its randomness comes from
+        ``prover.seeding.derive_seed`` (the run seed, ``ctx.step``), so that a run repeats. It may branch
+        (``ctx.brancher``) and ask the judge (``ctx.judge``); continuations it draws never join the batch
+        unless it returns them as ``train_batch``. It logs what it wants in ``metrics`` (``credit/...``). A
+        group with no win or no failure gets zeros, not an error."""
         ...
 
 
