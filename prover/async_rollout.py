@@ -56,12 +56,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.config import engine_dtype
+from prover.engines.base import WeightSource
 from prover.errors import ConfigError, ProverError, WorkerError
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
+    from prover.envs.base import TextEnv
 
 POLL_S = 0.5  # how often a wait for the worker looks at its deadline
 CLOSE_GRACE_S = 10.0  # a worker asked to stop gets this long before it is terminated
@@ -101,7 +106,7 @@ class StepBatches:
         batch, metrics = sample(self.rollout, self.plan(step))
         return batch, checked_lag(metrics, step, self.bound)
 
-    def sync(self, learner: Any, step: int) -> None:
+    def sync(self, learner: WeightSource, step: int) -> None:
         """The learner's weights after step ``step``'s update become the engine's (version ``step``)."""
         self.rollout.engine.update_weights(learner)
         self.rollout.policy_version = step
@@ -119,7 +124,7 @@ class EnvFactory:
     kwargs: dict[str, Any]
     isolate_global_rng: bool = False  # the run's env.isolate_global_rng (the class's own flag is read too)
 
-    def __call__(self) -> Any:
+    def __call__(self) -> TextEnv:
         from prover.envs.global_rng import protected_class
 
         return protected_class(self.cls, self.isolate_global_rng)(**self.kwargs)
@@ -129,14 +134,14 @@ class EnvFactory:
 class WorkerSpec:
     """What the worker builds its engine and rollout from."""
 
-    config: Any  # the run's TrainConfig
+    config: TrainConfig
     policy_dir: str
     env_cls: type
     engine_cls: type
     version: int  # of the policy in policy_dir
 
 
-def from_peer(data: bytes) -> Any:
+def from_peer(data: bytes) -> Any:  # whatever the peer pickled
     """The one place the tree unpickles (tests/test_run_folder_is_data.py holds it to that): bytes from the
     other end of a ``Pipe``, an OS pipe between the trainer and the worker it started, never a file, so
     nothing a user could be handed reaches it."""
@@ -163,7 +168,7 @@ class Pipe:
         except (EOFError, OSError):
             self.incoming.put(self.EOF)
 
-    def send(self, message: Any) -> None:
+    def send(self, message: object) -> None:
         self.writer.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
 
     def get(self, timeout: float) -> Any:
@@ -206,8 +211,9 @@ class AheadBatches(StepBatches):
         # caller's script); its own session, so Ctrl-C reaches the trainer alone, which closes it
         to_worker, from_trainer = os.pipe()
         to_trainer, from_worker = os.pipe()
-        self.proc: Any = subprocess.Popen([sys.executable, "-c", WORKER_CODE, str(to_worker), str(from_worker)],
-                                          pass_fds=(to_worker, from_worker), start_new_session=True)
+        self.proc: Any = subprocess.Popen(
+            [sys.executable, "-c", WORKER_CODE, str(to_worker), str(from_worker)],
+            pass_fds=(to_worker, from_worker), start_new_session=True)
         os.close(to_worker)
         os.close(from_worker)
         self.pipe = Pipe(to_trainer, from_trainer)
@@ -224,7 +230,7 @@ class AheadBatches(StepBatches):
             raise WorkerError(f"the rollout worker sent step {got}'s batch when step {step}'s was due (a bug)")
         return batch, checked_lag(metrics, step, self.bound)
 
-    def sync(self, learner: Any, step: int) -> None:
+    def sync(self, learner: WeightSource, step: int) -> None:
         super().sync(learner, step)  # this process's engine: branching and evaluation
         if self.queued < self.last_step:  # a later rollout will be queued behind it
             self.pipe.send(("weights", step, weights_blob(learner.policy_state_dict())))
@@ -350,7 +356,7 @@ def tell(pipe: Pipe, exc: BaseException) -> None:
         pass
 
 
-def make_batches(cfg: Any, rollout: Rollout, plan: Callable[[int], RolloutRequest], *, version: int,
+def make_batches(cfg: TrainConfig, rollout: Rollout, plan: Callable[[int], RolloutRequest], *, version: int,
                  policy_dir: str | Path) -> StepBatches:
     """The batch source of a run: ``StepBatches`` at k = 0, else ``AheadBatches`` with its worker."""
     if not cfg.rollout.max_off_policy_steps:

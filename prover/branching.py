@@ -4,12 +4,15 @@ Credit methods that need Monte-Carlo values (ProVer, SPO-chain, SPO-tree, budget
 "from the state before turn t of trajectory i, run n continuations and give me their outcomes". The
 Brancher plays all requests of a step in one lockstep batch through the rollout machinery, counts every
 token it generates, and never adds continuations to the training batch (a method that trains on them,
-like SPO-tree or Tree-GRPO, takes ``BranchResult.trajectories`` itself).
+like SPO-tree or Tree-GRPO, takes ``BranchResult.trajectories`` itself). ``BrancherContract`` is what a
+credit method may rely on (``CreditContext.brancher``); ``Brancher`` implements it over the rollout, and a
+test may hand a method any object that keeps it (scripted outcomes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -49,8 +52,25 @@ class BranchResult:
         return float(self.won.mean()) if len(self.won) else 0.0
 
 
+@runtime_checkable
+class BrancherContract(Protocol):
+    """The brancher contract, as credit methods use it."""
+
+    def continue_from(self, requests: list[BranchRequest], seed: int = 0, *, max_new_turns: int | None = None,
+                      record_snapshots: bool = False) -> list[BranchResult]:
+        """One ``BranchResult`` per request, in order: ``request.n`` episodes of the current policy, each
+        restored to the state before turn ``request.turn`` of ``request.trajectory`` (its first ``turn``
+        turns shared with it) and played on; ``won`` says which won. ``seed`` makes the continuations
+        reproducible. With ``max_new_turns`` they stop after that many new turns (an unfinished one keeps a
+        ``resume`` point; ``record_snapshots`` records snapshots in them, so that they can branch again).
+        Continuations never join the training batch. Raises ``prover.errors.CapabilityError`` when the
+        env cannot restore a snapshot."""
+        ...
+
+
 class Brancher:
-    """Continues trajectories from their recorded snapshots with the rollout's engine and envs."""
+    """Continues trajectories from their recorded snapshots with the rollout's engine and envs
+    (``BrancherContract``)."""
 
     def __init__(self, rollout: Rollout) -> None:
         self.rollout = rollout

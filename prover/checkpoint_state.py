@@ -36,7 +36,7 @@ OLD_FILES = ("optimizer.pt", "rng.pt")
 MANIFEST = "manifest.json"
 
 
-def _encode(obj: Any, tensors: dict[str, Any]) -> Any:
+def _encode(obj: object, tensors: dict[str, Any]) -> object:
     import torch
 
     if isinstance(obj, torch.Tensor):
@@ -60,7 +60,7 @@ def _looks_encoded(d: dict) -> bool:
     return len(d) == 1 and next(iter(d)) in ("tensor", "tuple", "items")
 
 
-def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
+def _decode(obj: object, tensors: dict[str, Any]) -> object:
     if isinstance(obj, list):
         return [_decode(v, tensors) for v in obj]
     if not isinstance(obj, dict):
@@ -75,7 +75,7 @@ def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
     return {k: _decode(v, tensors) for k, v in obj.items()}
 
 
-def save_state(obj: Any, folder: Path, stem: str) -> None:
+def save_state(obj: object, folder: Path, stem: str) -> None:
     from safetensors.torch import save_file
 
     tensors: dict[str, Any] = {}
@@ -174,7 +174,7 @@ def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
     return ""
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("convert-checkpoint", help="rewrite a checkpoint of an earlier prover (optimizer.pt, "
                        "rng.pt) in the data-only format that --resume reads")
     c.add_argument("checkpoint", nargs="+", help="checkpoint folders (<run.dir>/checkpoints/step-N)")

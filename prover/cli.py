@@ -12,10 +12,14 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.errors import ConfigError, ProverError, Stopped
 from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
+    from prover.registry import Entry, Registry
 
 EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):"
 
@@ -57,7 +61,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
                          help="print prover's version (and its commit, run from a checkout) and exit")
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         from prover.environment import version_line
 
         print(version_line())
@@ -78,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: argparse.Namespace) -> TrainConfig:
     """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
     own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
     from prover.config_load import load_config, parse_override
@@ -179,7 +183,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _origin(reg: Any, entry: Any) -> str:
+def _origin(reg: Registry, entry: Entry) -> str:
     """Where a name comes from, as `prover list` shows it: ``built-in`` (prover's own table),
     ``registered in code`` (a program's ``register`` call), else the registry's own words
     (``entry point (<distribution> <version>)``)."""

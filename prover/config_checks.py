@@ -27,7 +27,7 @@ def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:
     return env_cls.parse_settings(kwargs, "env.kwargs", name)
 
 
-def check_async_rollout(cfg: TrainConfig, engine_cls: Any) -> None:
+def check_async_rollout(cfg: TrainConfig, engine_cls: type) -> None:
     """``rollout.max_off_policy_steps`` > 0 samples in a worker process with its own copy of the policy:
     the engine must hold its own weights, and the policy must be whole (not a LoRA adapter)."""
     k = cfg.rollout.max_off_policy_steps

@@ -27,7 +27,7 @@ __all__ = ["check_env_settings", "check_parts_fit", "config_from_tree", "load_co
            "read_tree"]
 
 
-def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+def _set_dotted(tree: dict, dotted: str, value: object) -> None:
     keys = dotted.split(".")
     node = tree
     for k in keys[:-1]:

@@ -100,7 +100,7 @@ def _plugin_field(tree: dict, registry: str, owner: str, parts: list[str]) -> An
     return _model_field(settings, parts)
 
 
-def _unwrap(hint: Any) -> Any:
+def _unwrap(hint: object) -> object:
     """``Annotated[T, ...]`` is T; ``T | None`` with one class of settings is that class."""
     while typing.get_origin(hint) is typing.Annotated:
         hint = typing.get_args(hint)[0]
@@ -111,7 +111,7 @@ def _unwrap(hint: Any) -> Any:
     return hint
 
 
-def typed_like(value: Any, text: Any, hint: Any) -> Any:
+def typed_like(value: object, text: object, hint: object) -> object:
     """``value`` (YAML's reading) with every item that ``hint`` wants as a str taken from ``text`` (the
     same YAML read with every scalar a str); anything that does not line up keeps ``value``."""
     hint = _unwrap(hint)
@@ -136,7 +136,7 @@ def typed_like(value: Any, text: Any, hint: Any) -> Any:
     return value
 
 
-def _typed_union(value: Any, text: Any, members: tuple[Any, ...]) -> Any:
+def _typed_union(value: object, text: object, members: tuple[object, ...]) -> object:
     """A union: the member of the value's shape. A scalar stays YAML's when a non-text member takes it
     as it is (``int | str`` keeps 8), else it is text where a member is text."""
     shaped = [m for m in members if _shape(m) == _shape_of(value)]
@@ -149,14 +149,14 @@ def _typed_union(value: Any, text: Any, members: tuple[Any, ...]) -> Any:
     return text if isinstance(text, str) and any(_is_text(m) for m in shaped) else value
 
 
-def _is_text(hint: Any) -> bool:
+def _is_text(hint: object) -> bool:
     hint = _unwrap(hint)
     if typing.get_origin(hint) is Literal:
         return all(isinstance(a, str) for a in typing.get_args(hint))
     return hint is str
 
 
-def _takes(hint: Any, value: Any) -> bool:
+def _takes(hint: object, value: object) -> bool:
     """Whether a scalar type takes YAML's value as it is (a float takes an int; a bool is not an int)."""
     hint = _unwrap(hint)
     if hint is Any or hint is object:
@@ -170,7 +170,7 @@ def _takes(hint: Any, value: Any) -> bool:
     return isinstance(hint, type) and isinstance(value, hint)
 
 
-def _shape(hint: Any) -> str:
+def _shape(hint: object) -> str:
     hint = _unwrap(hint)
     origin = typing.get_origin(hint) or hint
     if origin in SEQUENCES and hint is not str:
@@ -180,5 +180,5 @@ def _shape(hint: Any) -> str:
     return "scalar"
 
 
-def _shape_of(value: Any) -> str:
+def _shape_of(value: object) -> str:
     return "list" if isinstance(value, list) else "dict" if isinstance(value, dict) else "scalar"

@@ -15,9 +15,11 @@ such as ``rollout/format_valid`` or ``engine/cached_ratio``, is a mean of per-pr
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 from prover.errors import CheckpointError, ConfigError
+
+T = TypeVar("T")
 
 TOTALS = ("cost/", "judge/", "learner/rows", "learner/tokens", "learner/sequence_rows", "learner/forwarded_tokens",
           "learner/unique_tokens", "truth/proposals", "truth/hits", "truth/accepted")
@@ -61,7 +63,7 @@ class Ranks:
 
             dist.barrier()
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """``obj`` of every process, in rank order, on every process."""
         if self.world == 1:
             return [obj]

@@ -164,7 +164,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="print what a run's numbers depend on besides its config (versions, CPU, "
                        "threads, GPUs), as each run folder keeps it in environment.json")
     p.add_argument("--json", action="store_true", help="print environment.json's JSON instead of lines")

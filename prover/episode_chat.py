@@ -28,10 +28,13 @@ differently ends its episode (``EnvTextError``), not the run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prover.errors import ConfigError, EnvTextError
 from prover.literal_text import encode_chat, encode_literal, render, render_with_spans
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 PROBE = "PROVERPROBEREPLY"  # the probe assistant message's text: only ever in the probes, never next to env text
 PROBES = [{"role": "user", "content": "x"}, {"role": "assistant", "content": PROBE}]
@@ -40,7 +43,7 @@ PROBES = [{"role": "user", "content": "x"}, {"role": "assistant", "content": PRO
 class EpisodeChat:
     """The token arithmetic of a growing chat for one tokenizer and its chat-template arguments."""
 
-    def __init__(self, tokenizer: Any, chat_kwargs: dict | None = None) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, chat_kwargs: dict | None = None) -> None:
         self.tok = tokenizer
         self.kwargs = dict(chat_kwargs or {})
         self.probes_text = render(self.tok, PROBES, False, self.kwargs)

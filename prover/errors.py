@@ -8,7 +8,7 @@ one spelling of a pydantic ``ValidationError`` as such a line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -91,7 +91,7 @@ class JudgeError(ProverError):
 
 
 def validation_line(exc: ValidationError, *, what: str = "config field", prefix: str = "", owner: str = "",
-                    unknown: str = "", at: str | None = None, echo: Callable[[Any], str] = repr) -> str:
+                    unknown: str = "", at: str | None = None, echo: Callable[[object], str] = repr) -> str:
     """The first error of a pydantic ``ValidationError`` as one line, the one spelling every config, plugin
     setting and structured answer uses: ``config field 'credit.eps' of credit 'grpo': <why> (got 0)``, or for
     a field the model does not have ``unknown config field 'credit.x' for credit 'grpo'<unknown>``.

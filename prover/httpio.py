@@ -101,7 +101,7 @@ class _HTTPHandler(urllib.request.HTTPHandler):
         super().__init__()
         self.deadline = deadline
 
-    def http_open(self, req: urllib.request.Request) -> Any:
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_connection, _HTTP, self.deadline), req)
 
 
@@ -110,7 +110,7 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         super().__init__()
         self.deadline = deadline
 
-    def https_open(self, req: urllib.request.Request) -> Any:
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_connection, _HTTPS, self.deadline), req,
                             context=self._context)
 
@@ -137,7 +137,7 @@ def fetch(request: urllib.request.Request, timeout_s: float) -> tuple[int, bytes
         raise
 
 
-def read_until(response: Any, deadline: float) -> bytes:
+def read_until(response: http.client.HTTPResponse, deadline: float) -> bytes:
     """The body, read in whatever pieces arrive; past ``deadline`` (``time.monotonic``) it is a
     ``TimeoutError``, because the socket timeout alone restarts with every byte and a trickling server
     would never trip it. A reply cut short raises ``http.client.IncompleteRead``."""

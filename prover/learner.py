@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
-from prover.learner_loss import mismatch_metrics, token_losses
+from prover.learner_loss import UpdateTotals, token_losses
 from prover.learner_rows import (
     Row,
     SequenceRow,
@@ -177,9 +177,7 @@ class Learner:
             for unit, logps in zip(units, self.policy_logprobs(units)):
                 for row, logp in zip(unit.turn_rows, logps):
                     row.engine_logprobs, row.old_logprobs = row.old_logprobs, logp
-        sums: dict[str, float] = {}
-        mismatch: dict[str, float] = {}
-        n_updates = 0
+        totals = UpdateTotals()
         for _ in range(self.cfg.ppo_epochs):
             self.rng.shuffle(units)
             chunks = [[units[i] for i in b] for b in turn_batches([len(u.turn_rows) for u in units],
@@ -187,26 +185,16 @@ class Learner:
             n_chunks, n_micro = self._in_step(chunks)
             chunks += [[self._padding_row()]] * (n_chunks - len(chunks))
             for chunk in chunks:
-                stats = self._mini_batch(chunk, n_micro, measure=not mismatch)
-                if chunk[0].padding:  # only padding: this process learned nothing from it
-                    continue
-                mismatch = mismatch or {k: stats.pop(k) for k in list(stats) if k.startswith("engine_")}
-                for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                n_updates += 1
-        counts = {k: sums.pop(k, 0.0) for k in ("tokens", "padded_tokens")}  # totals, not averages
-        out = {f"learner/{k}": v / max(n_updates, 1) for k, v in sums.items()}
-        out.update(mismatch_metrics(mismatch))
-        out["learner/padding_share"] = padding_share(counts)
-        out["learner/nonfinite_rows"] = float(dropped)
-        out["learner/nonfinite_updates"] = sums.get("nonfinite", 0.0)  # optimizer steps skipped, not averaged
-        out.pop("learner/nonfinite", None)
+                stats = self._mini_batch(chunk, n_micro, measure=not totals.mismatch)
+                if not chunk[0].padding:  # only padding: this process learned nothing from it
+                    totals.add(stats)
+        out = totals.metrics(nonfinite_rows=dropped)
         out["learner/rows"] = float(len(rows))
         out["learner/tokens"] = float(sum(float(r.loss_mask.sum()) for r in rows))
         out["learner/sequence_rows"] = float(sum(isinstance(u, SequenceRow) for u in units))
         out["learner/forwarded_tokens"] = float(sum(len(u.ids) for u in units))  # one epoch's
         out["learner/unique_tokens"] = float(unique_tokens(rows))
-        out["learner/updates"] = float(n_updates)
+        out["learner/updates"] = float(totals.updates)
         return out
 
     def _in_step(self, chunks: list[list[Row | SequenceRow]]) -> tuple[int, int | None]:

@@ -26,7 +26,7 @@ bounds the variance a rare token with a large ratio would add.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ import torch
 
 from prover.config import LearnerConfig
 from prover.learner_rows import Row
+from prover.padding import padding_share
 
 
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:
@@ -80,6 +81,45 @@ def mismatch_metrics(sums: dict[str, float]) -> dict[str, float]:
     return {"learner/engine_abs_log_rho": sums["engine_abs_log_rho"] / n if n else 0.0,
             "learner/engine_outside_clip": sums["engine_outside_clip"] / n if n else 0.0,
             "learner/engine_max_abs_log_rho": sums.get("engine_max_abs_log_rho", 0.0)}
+
+
+COUNTED = ("tokens", "padded_tokens", "nonfinite")  # a mini-batch's stats that add up, not average
+
+
+@dataclass
+class UpdateTotals:
+    """What the optimizer steps of one ``Learner.update`` add up to, by kind: each loss term and the gradient
+    norm summed to be averaged over the steps, the token counts and the skipped steps totalled, and the
+    engine/learner mismatch of the one mini-batch that measured it."""
+
+    averaged: dict[str, float] = field(default_factory=dict)  # pg_loss, kl, entropy, clipfrac, ppo_kl, grad_norm
+    tokens: float = 0.0  # tokens forwarded, padding aside
+    padded_tokens: float = 0.0  # tokens forwarded, padding included
+    nonfinite: float = 0.0  # optimizer steps skipped for a NaN or inf loss or gradient
+    mismatch: dict[str, float] = field(default_factory=dict)  # ``mismatch_sums`` of the measured mini-batch
+    updates: int = 0  # optimizer steps on real rows
+
+    def add(self, stats: dict[str, float]) -> None:
+        """One optimizer step's stats (``Learner._mini_batch``): its ``engine_*`` sums, when it measured them,
+        become the mismatch; the rest add up."""
+        if not self.mismatch:
+            self.mismatch = {k: v for k, v in stats.items() if k.startswith("engine_")}
+        for k, v in stats.items():
+            if k in COUNTED:
+                setattr(self, k, getattr(self, k) + v)
+            elif not k.startswith("engine_"):
+                self.averaged[k] = self.averaged.get(k, 0.0) + v
+        self.updates += 1
+
+    def metrics(self, nonfinite_rows: int) -> dict[str, float]:
+        """``learner/<term>`` averaged over the steps, the mismatch, the share of padding, the rows left out for
+        a NaN or inf advantage (``nonfinite_rows``, counted by the caller) and the skipped steps."""
+        out = {f"learner/{k}": v / max(self.updates, 1) for k, v in self.averaged.items()}
+        out.update(mismatch_metrics(self.mismatch))
+        out["learner/padding_share"] = padding_share({"tokens": self.tokens, "padded_tokens": self.padded_tokens})
+        out["learner/nonfinite_rows"] = float(nonfinite_rows)
+        out["learner/nonfinite_updates"] = self.nonfinite
+        return out
 
 
 def right_aligned(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:

@@ -18,12 +18,15 @@ over turns (``token_weights``): a sequence row carries each of its turns' weight
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from prover.modeling import completion_logits, sequence_logits
 from prover.types import Advantages, Batch, shared_prefix_length
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -198,7 +201,8 @@ def row_token_weights(rows: list[Row | SequenceRow], mode: str, max_len: int) ->
     return [[r.loss_mask] if r.padding else [next(weights) for _ in r.turn_rows] for r in rows]
 
 
-def row_logits(model: Any, rows: list[Row | SequenceRow], pad_id: int) -> tuple[Any, Any, Any]:
+def row_logits(model: torch.nn.Module, rows: list[Row | SequenceRow], pad_id: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Logits, targets and mask for the turns of ``rows``, one grid row per turn in order, as
     ``completion_logits`` lays them out. Turn rows alone go through ``completion_logits`` as they always
     did; with a sequence row among them, every row is forwarded once (``sequence_logits``)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 
-def description(target: Any) -> str:
+def description(target: object) -> str:
     """What `prover list` says a name is: the first paragraph of its class's docstring, else of its module's
     (a plugin package or a method's module says what it is in its first line)."""
     doc = _docstring(target)
@@ -22,7 +22,7 @@ def description(target: Any) -> str:
     return (doc or "(no description: neither the class nor its module has a docstring)").split("\n\n")[0]
 
 
-def _docstring(target: Any, hops: int = 3) -> str | None:
+def _docstring(target: object, hops: int = 3) -> str | None:
     """The docstring of a registry target. A ``module:Object`` string is read from the module's source,
     so that listing imports no plugin, following ``from ... import Object`` where the module re-exports it
     (a package's __init__), up to ``hops`` modules deep; a bare ``module`` is the module's own docstring.

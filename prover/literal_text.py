@@ -25,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.errors import EnvTextError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 ENV_SPANS = "env_spans"  # a message's key: (start, end) character ranges of its content that are env text
 
@@ -38,14 +41,14 @@ Span = tuple[int, int, bool]
 _LITERAL_BACKENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def added_tokens(tokenizer: Any) -> dict[int, tuple[str, bool]]:
+def added_tokens(tokenizer: PreTrainedTokenizerBase) -> dict[int, tuple[str, bool]]:
     """Every added token of ``tokenizer``: id -> (its text, whether it is special)."""
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     return {i: (t.content, bool(t.special) or i in special_ids)
             for i, t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items()}
 
 
-def _holds_added(tokenizer: Any, text: str, spans: list[Span]) -> bool:
+def _holds_added(tokenizer: PreTrainedTokenizerBase, text: str, spans: list[Span]) -> bool:
     """Whether a range of ``spans`` touches the text of a token it may not produce (over-approximated:
     a token's text within its length of the range)."""
     tokens = added_tokens(tokenizer).values()
@@ -57,7 +60,7 @@ def _holds_added(tokenizer: Any, text: str, spans: list[Span]) -> bool:
     return False
 
 
-def _literal_backend(tokenizer: Any) -> Any:
+def _literal_backend(tokenizer: PreTrainedTokenizerBase) -> Any:
     """A copy of the fast tokenizer's backend in which no added token is matched in the text: every one is
     marked special, and special tokens are encoded as text."""
     import json
@@ -76,7 +79,7 @@ def _literal_backend(tokenizer: Any) -> Any:
     return backend
 
 
-def encode_literal(tokenizer: Any, text: str, spans: list[Span]) -> list[int]:
+def encode_literal(tokenizer: PreTrainedTokenizerBase, text: str, spans: list[Span]) -> list[int]:
     """The ids of ``text`` (no special tokens added around it), no token in ``spans`` coming from a range
     that may not produce it. Without such a token in ``spans``: ``tokenizer.encode`` of the text, as is."""
     if not spans or not _holds_added(tokenizer, text, spans):
@@ -113,7 +116,8 @@ def encode_literal(tokenizer: Any, text: str, spans: list[Span]) -> list[int]:
     return ids
 
 
-def render(tokenizer: Any, messages: list[dict], generation_prompt: bool, template_kwargs: dict) -> str:
+def render(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool,
+           template_kwargs: dict) -> str:
     """The chat template's text for ``messages`` (their ``ENV_SPANS`` are not the template's)."""
     clean = [{k: v for k, v in m.items() if k != ENV_SPANS} for m in messages]
     return tokenizer.apply_chat_template(clean, add_generation_prompt=generation_prompt, tokenize=False,
@@ -141,7 +145,8 @@ def _spans_of(message: dict, start: int, content: str, lead: int = 0) -> list[Sp
     return spans
 
 
-def content_spans(tokenizer: Any, messages: list[dict], generation_prompt: bool, template_kwargs: dict,
+def content_spans(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool,
+                  template_kwargs: dict,
                   text: str) -> list[Span] | None:
     """Where each message's content lies in ``text`` (the template's rendering of ``messages``), as the
     ranges from which no token may come that its content may not produce; None when the template rewrites
@@ -166,7 +171,7 @@ def content_spans(tokenizer: Any, messages: list[dict], generation_prompt: bool,
     return None
 
 
-def render_with_spans(tokenizer: Any, messages: list[dict], generation_prompt: bool,
+def render_with_spans(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool,
                       template_kwargs: dict) -> tuple[str, list[Span]]:
     """The template's text for ``messages`` and the ranges of it that came from their contents (none when
     no content holds a token's text: then the plain encoding is the literal one)."""
@@ -181,8 +186,8 @@ def render_with_spans(tokenizer: Any, messages: list[dict], generation_prompt: b
     return text, spans
 
 
-def encode_chat(tokenizer: Any, messages: list[dict], generation_prompt: bool = True,
-                **template_kwargs: Any) -> list[int]:
+def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool = True,
+                **template_kwargs: object) -> list[int]:
     """The ids of ``messages`` through the chat template, with every content literal (above): what
     ``apply_chat_template(messages, tokenize=True)`` returns for text that holds no token's text."""
     text, spans = render_with_spans(tokenizer, messages, generation_prompt, template_kwargs)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from prover.config import LoraConfig, TrainConfig
 from prover.errors import CheckpointError, ConfigError
@@ -36,7 +37,7 @@ PEFT_PREFIX = "base_model.model."  # what peft puts before the base model's own 
 INSTALL = "pip install 'prover-rl[lora]'"
 
 
-def require_peft() -> Any:
+def require_peft() -> ModuleType:
     """The peft module; a one-line ConfigError naming the extra when it is missing."""
     try:
         import peft
@@ -87,7 +88,7 @@ def linear_names(model: torch.nn.Module) -> list[str]:
                               if isinstance(m, torch.nn.Linear)))
 
 
-def _check_mergeable(model: Any, peft: Any, cfg: LoraConfig) -> None:
+def _check_mergeable(model: torch.nn.Module, peft: ModuleType, cfg: LoraConfig) -> None:
     """Only plain linear layers are merged by ``merged_state_dict``; an adapter on anything else (an
     embedding), or on an LM head that shares its weight with the embedding, would not merge as W + s B A."""
     from peft.tuners.lora import Linear, LoraLayer
@@ -103,7 +104,7 @@ def _check_mergeable(model: Any, peft: Any, cfg: LoraConfig) -> None:
                               f"but {why}; name linear layers only")
 
 
-def layer_scales(model: Any) -> dict[str, float]:
+def layer_scales(model: torch.nn.Module) -> dict[str, float]:
     """alpha / r of every adapted layer of a wrapped model, by the layer's name in the base model (peft's own
     numbers: an adapter loaded from a checkpoint keeps the rank and alpha it was trained with)."""
     from peft.tuners.lora import LoraLayer
@@ -132,7 +133,7 @@ def merged_state_dict(state: dict[str, torch.Tensor], scales: dict[str, float]) 
     return out
 
 
-def save_adapter(model: Any, folder: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+def save_adapter(model: torch.nn.Module, folder: Path, state: dict[str, torch.Tensor] | None = None) -> None:
     """The adapter alone into ``folder``; ``state``: the wrapped model's weights gathered across processes."""
     model.save_pretrained(str(folder), state_dict=state)
     (folder / "README.md").unlink(missing_ok=True)  # peft's model-card stub: no data, only noise in a checkpoint

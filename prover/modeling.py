@@ -18,6 +18,7 @@ from prover.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedTokenizerBase
 
 
 def quiet_transformers() -> None:
@@ -114,7 +115,7 @@ def apply_threads(threads: int | None, model_path: str, tiny_width: int) -> int:
     return torch.get_num_threads()
 
 
-def load_tokenizer(path: str | Path) -> Any:
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     p = check_model_dir(path)
@@ -154,7 +155,7 @@ def enable_checkpointing(model: torch.nn.Module) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
-def stop_ids(tokenizer: Any) -> list[int]:
+def stop_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Token ids that end a completion: eos, plus the chat template's end-of-turn token if any."""
     ids = {tokenizer.eos_token_id}
     for tok in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):

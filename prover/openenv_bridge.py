@@ -94,11 +94,11 @@ def plain(value: Any) -> Any:
     return plain(item()) if callable(item) and not isinstance(value, type) else str(value)
 
 
-def _size(value: Any) -> str:
+def _size(value: object) -> str:
     return f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
 
 
-def reset_options(seed: Any, episode_id: Any, split: Any, options: Any) -> dict[str, Any]:
+def reset_options(seed: object, episode_id: object, split: object, options: object) -> dict[str, Any]:
     """The options of a reset, once its arguments are within training's bounds (one line if not)."""
     if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > EPISODE_ID_CHARS):
         raise ConfigError(f"reset episode_id: give text of at most {EPISODE_ID_CHARS} characters, not "
@@ -133,7 +133,7 @@ class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
         self._obs = ""
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, split: str | None = None,
-              options: dict[str, Any] | None = None, **unknown: Any) -> EnvObservation:
+              options: dict[str, Any] | None = None, **unknown: object) -> EnvObservation:
         if unknown:
             raise ConfigError(f"reset got unknown argument(s) {sorted(unknown)}; it takes {', '.join(RESET_ARGUMENTS)}")
         options = reset_options(seed, episode_id, split, options)
@@ -146,7 +146,7 @@ class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
                                state_key=repr(self.env.state_key()))
         return self._observation(obs, None, False, False, info)
 
-    def step(self, action: EnvAction, timeout_s: float | None = None, **kwargs: Any) -> EnvObservation:
+    def step(self, action: EnvAction, timeout_s: float | None = None, **kwargs: object) -> EnvObservation:
         if self._state.seed is None:
             raise ContractError(f"{self.name}: step before reset; call reset first")
         if self._state.done:

@@ -44,7 +44,7 @@ class _DerivedConfig:
     """The ``Config`` of a class that declares none: built from its constructor on first use, then kept
     on that class (a subclass with another constructor derives its own)."""
 
-    def __get__(self, obj: Any, owner: type) -> type[BaseModel]:
+    def __get__(self, obj: object, owner: type) -> type[BaseModel]:
         model = owner.__dict__.get("_derived_config")
         if model is None:
             model = config_from_signature(owner)
@@ -146,14 +146,14 @@ def config_from_signature(cls: type) -> type[BaseModel]:
                                 **{k: (Any, default) for k, (_, default) in fields.items()})
 
 
-def _hints(init: Any) -> dict[str, Any]:
+def _hints(init: collections.abc.Callable[..., object]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(init, include_extras=True)
     except Exception:  # noqa: BLE001  (a name only imported for type checkers: unchecked, not refused)
         return {}
 
 
-def _widen(hint: Any) -> Any:
+def _widen(hint: object) -> object:
     """A ``Sequence[str]`` argument also takes one str: Python counts a str as one, and envs take a single
     name for a list of them (``task_types=pick_and_place_simple``); pydantic alone would refuse it."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -164,7 +164,7 @@ def _widen(hint: Any) -> Any:
     return hint
 
 
-def type_name(hint: Any) -> str:
+def type_name(hint: object) -> str:
     """``int``, ``str | None``, ``Sequence[str]``: a type as a reader writes it."""
     if hint is type(None):
         return "None"
@@ -194,7 +194,7 @@ def settings_help(registry: str, section: str, name: str | None) -> list[tuple[s
             for key, typ, default, desc in settings]
 
 
-def env_recipe(env_cls: Any, env_kwargs: Any) -> dict[str, Any]:
+def env_recipe(env_cls: object, env_kwargs: object) -> dict[str, Any]:
     """The class's own ``train_recipe`` (not one inherited: a subclass, a plugin env over a sim, takes other
     constructor arguments), updated by its own ``train_recipe_for(env_kwargs)`` when it defines one: a
     recipe that depends on the settings, e.g. the warm start only for the games that have an expert."""

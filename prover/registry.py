@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
 
 AUTOLOAD_OFF_VAR = "PROVER_DISABLE_PLUGIN_AUTOLOAD"
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,9 +38,9 @@ class Entry:
     """One registered name: its target (object or ``module:Object`` string) and where it came from."""
 
     name: str
-    target: Any
+    target: str | type  # a class, or the "module:Object" string of one
     origin: str  # "code" (a built-in too), "entry point (<distribution> <version>)" or "module:Object string"
-    loaded: Any = None
+    loaded: object = None
     check: Callable[[Entry, Any], None] | None = None  # its kind's contract, checked on every load
     conflict: str | None = None  # set when two distributions register this name
 
@@ -46,8 +48,8 @@ class Entry:
         if self.conflict is not None:
             raise DuplicateName(self.conflict)
         if self.loaded is None:
-            is_str = isinstance(self.target, str)
-            obj = _import_target(self.target, self.name, self.origin) if is_str else self.target
+            target = self.target
+            obj = _import_target(target, self.name, self.origin) if isinstance(target, str) else target
             if self.check is not None:
                 self.check(self, obj)  # before caching: a wrong object fails on every lookup
             self.loaded = obj
@@ -60,15 +62,15 @@ def split_target(spec: str) -> tuple[str, str] | None:
     return (module_name, attr) if sep and module_name and attr else None
 
 
-def load_target(module_name: str, attr: str) -> Any:
+def load_target(module_name: str, attr: str) -> object:
     """Import ``module_name`` and follow the dotted ``attr`` in it; whatever the import raises propagates."""
-    obj: Any = importlib.import_module(module_name)
+    obj: object = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _import_target(spec: str, name: str, origin: str = "") -> Any:
+def _import_target(spec: str, name: str, origin: str = "") -> object:
     who = f"{name!r} (from {origin})" if origin else repr(name)  # names the distribution of an entry point
     target = split_target(spec)
     if target is None:
@@ -83,50 +85,94 @@ def _import_target(spec: str, name: str, origin: str = "") -> Any:
     return obj
 
 
-def _contract_gap(obj: Any, base: type, base_name: str) -> str | None:
-    """How ``obj`` fails to be a class that keeps ``base``'s contract, or None: a subclass, or for a
-    Protocol (whose instance attributes a class cannot show) a class with every method it declares."""
+def required(method: Callable[..., T]) -> Callable[..., T]:
+    """Mark a method of a contract's base class that every implementation must override. The base keeps a
+    body that raises ``NotImplementedError``; the registry refuses, when it loads a class, one that still
+    has it, in one line naming the method (``unimplemented``)."""
+    method.__contract_required__ = True  # type: ignore[attr-defined]  # a marker attribute on the function
+    return method
+
+
+def _is_placeholder(attr: object) -> bool:
+    inner = getattr(attr, "__func__", attr)  # a classmethod or staticmethod wraps the marked function
+    return bool(getattr(inner, "__contract_required__", False))
+
+
+def protocol_methods(protocol: type) -> list[str]:
+    """The methods a Protocol declares (its own and its Protocol bases'), in declaration order; dunders aside."""
+    names: dict[str, None] = {}
+    for klass in reversed(protocol.__mro__):
+        if getattr(klass, "_is_protocol", False) and klass is not protocol.__mro__[-1]:
+            for name, value in vars(klass).items():
+                if not name.startswith("__") and (callable(value) or isinstance(value, (classmethod, staticmethod))):
+                    names[name] = None
+    return list(names)
+
+
+def unimplemented(cls: type, protocol: type | None = None) -> list[str]:
+    """The methods ``cls`` must have and lacks: each method ``protocol`` declares that ``cls`` has not, and
+    each ``required`` method of its bases that it still inherits unchanged. Sorted; empty when it keeps
+    the contract."""
+    must = set(protocol_methods(protocol)) if protocol is not None else set()
+    must |= {name for klass in cls.__mro__ for name, value in vars(klass).items() if _is_placeholder(value)}
+    return sorted(name for name in must if (attr := inspect.getattr_static(cls, name, None)) is None
+                  or _is_placeholder(attr) or not callable(getattr(cls, name, None)))
+
+
+def _contract_gap(obj: object, kind: str, base: type, base_name: str, protocol: type | None = None,
+                  protocol_name: str = "") -> str | None:
+    """How ``obj`` fails to be a class that keeps ``base``'s contract, or None: a subclass of ``base`` (for a
+    Protocol ``base``, whose instance attributes a class cannot show, a class with every method it declares)
+    that implements each method ``protocol`` declares and each ``required`` one of its bases."""
     if getattr(base, "_is_protocol", False):
-        methods = [n for n, v in vars(base).items() if callable(v) and not n.startswith("_")]
-        missing = [n for n in methods if not callable(getattr(obj, n, None))]
-        if isinstance(obj, type) and not missing:
+        if isinstance(obj, type) and not unimplemented(obj, base):
             return None
-        return f"does not implement {base_name} (a class with {', '.join(methods)})"
-    if isinstance(obj, type) and issubclass(obj, base):
-        return None
-    return f"is not a {base_name} subclass"
+        return (f"does not implement {base_name} (a class with {', '.join(protocol_methods(base))}); every {kind} "
+                "plugin must be one")
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        return f"is not a {base_name} subclass; every {kind} plugin must be one"
+    missing = unimplemented(obj, protocol)
+    if missing:
+        return f"does not implement {', '.join(missing)}, which every {kind} must ({protocol_name or base_name})"
+    return None
 
 
 class Registry:
     """Names to objects for one plugin kind, with lazy entry points and precise errors.
 
     ``contract``: the ``module:Object`` of the base class (or Protocol) every plugin of this kind must
-    implement; imported only when a plugin is loaded, so ``import prover`` stays light."""
+    subclass (or implement); ``protocol``: the ``module:Object`` of the Protocol whose docstrings say what
+    each method must do, and whose methods the plugin must have. Both are imported only when a plugin is
+    loaded, so ``import prover`` stays light."""
 
     def __init__(self, kind: str, group: str, contract: str | None = None,
-                 builtins: dict[str, str] | None = None) -> None:
+                 builtins: dict[str, str] | None = None, protocol: str | None = None) -> None:
         self.kind = kind  # "env", "credit assigner", ... (for messages)
         self.group = group  # entry-point group, e.g. "prover.envs"
         self.contract = contract
+        self.protocol = protocol
         self.builtins = dict(builtins or {})  # name -> "module:Object", imported only when asked for
         self._entries: dict[str, Entry] = {}
         self._scanned = False
         for name, target in self.builtins.items():
             self.register(name, target)
 
-    def _check_contract(self, entry: Entry, obj: Any) -> None:
+    def _check_contract(self, entry: Entry, obj: object) -> None:
         if self.contract is None:
             return
-        gap = _contract_gap(obj, _import_target(self.contract, self.contract), self.contract.replace(":", "."))
+        protocol = _import_target(self.protocol, self.protocol) if self.protocol is not None else None
+        base = _import_target(self.contract, self.contract)
+        assert isinstance(base, type) and (protocol is None or isinstance(protocol, type))  # prover's own names
+        gap = _contract_gap(obj, self.kind, base, self.contract.replace(":", "."), protocol,
+                            (self.protocol or "").replace(":", "."))
         if gap is not None:
             what = f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
-            raise PluginLoadError(f"{self.kind} {entry.name!r} (from {entry.origin}): {what} {gap}; every "
-                                  f"{self.kind} plugin must be one")
+            raise PluginLoadError(f"{self.kind} {entry.name!r} (from {entry.origin}): {what} {gap}")
 
-    def register(self, name: str, target: Any = None) -> Any:
+    def register(self, name: str, target: str | type | None = None) -> Any:
         """Register ``target`` under ``name``; without a target, return a decorator."""
         if target is None:
-            def decorator(obj: Callable) -> Callable:
+            def decorator(obj: type) -> type:
                 self._add(Entry(name, obj, "code", check=self._check_contract))
                 return obj
             return decorator
@@ -208,7 +254,7 @@ class Registry:
 
 
 # The built-ins, each by its "module:Object" string: listing them imports none of them.
-ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", builtins={
+ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", protocol="prover.envs.base:EnvContract", builtins={
     "alfworld-sim": "prover.envs.alfworld_sim:AlfworldSimEnv",
     # alfworld-sim follows ALFWorld's own tables (issue 15); alfworld-sim-v1 keeps the sim's first tables,
     # whose text already matched the real engine step for step. v0 is gone: asking for it suggests v1.
@@ -222,7 +268,8 @@ ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", builtins={
     "openenv": "prover.envs.openenv_remote:OpenEnvTextEnv",
     "openenv-deterministic": "prover.envs.openenv_remote:DeterministicOpenEnvTextEnv",
 })
-CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner", builtins={
+CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssigner",
+                  protocol="prover.credit.base:CreditContract", builtins={
     "grpo": "prover.credit.grpo:GRPO",
     "budget-matched-grpo": "prover.credit.budget_matched_grpo:BudgetMatchedGRPO",
     "gigpo": "prover.credit.gigpo:GiGPO",
@@ -235,7 +282,8 @@ CREDIT = Registry("credit assigner", "prover.credit", "prover.credit:CreditAssig
     "criticsearch": "prover.credit.criticsearch:CriticSearch",
     "triage": "prover.credit.triage:TRIAGE",
 })
-JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge", builtins={
+JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge", protocol="prover.judges.base:JudgeContract",
+                  builtins={
     "contrast": "prover.judges.contrast:ContrastJudge",
     "text-contrast": "prover.judges.contrast:TextContrastJudge",
     "random": "prover.judges.random_judge:RandomJudge",
@@ -243,7 +291,8 @@ JUDGES = Registry("judge", "prover.judges", "prover.judges:Judge", builtins={
     "litellm": "prover.judges.agentic:LiteLLMJudge",
     "local": "prover.judges.agentic:LocalJudge",
 })
-ENGINES = Registry("engine", "prover.engines", "prover.engines.base:Engine", builtins={
+ENGINES = Registry("engine", "prover.engines", "prover.engines.base:Engine",
+                   protocol="prover.engines.base:EngineContract", builtins={
     "hf": "prover.engines.hf:HFEngine",
     "sglang": "prover.engines.sglang:SGLangEngine",
 })

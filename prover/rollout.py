@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from prover.engines.base import EngineContract
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
 from prover.envs.pool import EnvPool
@@ -39,7 +40,16 @@ class _Episode:
     done: bool = False
     limit: int = 1 << 30  # stop once the history is this long (bounded continuations)
     prompt: list[int] | None = None  # chat context: the next turn's prompt, grown by each turn
-    saved: Any = None  # an episode's state while another one holds its env (prover/envs/pool.py)
+    saved: object = None  # an episode's state while another one holds its env (prover/envs/pool.py)
+
+
+@dataclass(frozen=True)
+class _Prompted:
+    """A live episode whose turn prompt fits the budget: what the engine is asked, and how to read its answer."""
+
+    episode: _Episode
+    spec: AgentSpec
+    prompt: list[int]
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
@@ -47,7 +57,7 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text}"[:limit]
 
 
-def contract_problem(obs: Any, reward: Any, info: Any) -> str:
+def contract_problem(obs: object, reward: Any, info: object) -> str:
     """Why an env's answer breaks the contract (text observation, finite reward, info dict, valid Unicode), or
     ''."""
     if not isinstance(obs, str):
@@ -92,7 +102,7 @@ class Rollout:
     continuations, and a batch of more episodes than the bound (an evaluation), share at most
     ``max_branch_envs`` instances (None: continuations share as many as the pool holds, episodes get one each)."""
 
-    def __init__(self, make_env: Callable[[], TextEnv], engine: Any, *, max_turns: int,
+    def __init__(self, make_env: Callable[[], TextEnv], engine: EngineContract, *, max_turns: int,
                  sampling: SamplingParams, history_window: int | None = None,
                  chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None,
                  context: str = "window", max_branch_envs: int | None = None) -> None:
@@ -215,10 +225,10 @@ class Rollout:
                                   "that branches must set needs_snapshots = True")
         return turn.observation, turn.admissible, turn.snapshot
 
-    def _prompts(self, live: list[_Episode]) -> tuple[list[_Episode], list[AgentSpec], list[list[int]]]:
-        """The live episodes whose prompt fits the budget, their specs and prompts; the others end here:
-        as env errors saying why when no first prompt fits, as truncated when a chat outgrows the budget."""
-        kept: tuple[list, list, list] = ([], [], [])
+    def _prompts(self, live: list[_Episode]) -> list[_Prompted]:
+        """The live episodes whose prompt fits the budget, each with its spec and prompt, in order; the others
+        end here: as env errors saying why when no first prompt fits, as truncated when a chat outgrows it."""
+        kept: list[_Prompted] = []
         for e in live:
             spec = agent_spec_for(e.env, self.history_window)
             try:
@@ -232,8 +242,7 @@ class Rollout:
                 e.done, e.traj.truncated = True, True
                 e.traj.truncation = chat_budget_reason(len(prompt), self.max_prompt_tokens)
                 continue
-            for part, item in zip(kept, (e, spec, prompt)):
-                part.append(item)
+            kept.append(_Prompted(e, spec, prompt))
         return kept
 
     def _prompt(self, e: _Episode, spec: AgentSpec) -> tuple[list[int] | None, str]:
@@ -260,10 +269,13 @@ class Rollout:
             live = [e for e in episodes if not e.done and len(e.history) < min(e.limit, self.max_turns)]
             if not live:
                 break
-            live, specs, prompts = self._prompts(live)
+            ready = self._prompts(live)
+            live = [asked.episode for asked in ready]
             self.pool.assign(live)
-            gens = self.engine.generate(prompts, sampling, seed=derive_seed(seed, turn, "turn")) if live else []
-            for spec, e, prompt, gen in zip(specs, live, prompts, gens):
+            gens = self.engine.generate([asked.prompt for asked in ready], sampling,
+                                        seed=derive_seed(seed, turn, "turn")) if ready else []
+            for asked, gen in zip(ready, gens):
+                e, spec, prompt = asked.episode, asked.spec, asked.prompt
                 completion_ids, logprobs, text = completion_of(tok, gen, spec.stop)
                 parsed = spec.parse(text)
                 self.pool.hold(e)
@@ -313,7 +325,7 @@ class Rollout:
                                             tuple(e.info.get("admissible_actions") or ()))
 
 
-def build_rollout(cfg: TrainConfig, engine: Any, make_env_fn: Any) -> Rollout:
+def build_rollout(cfg: TrainConfig, engine: EngineContract, make_env_fn: Callable[[], TextEnv]) -> Rollout:
     """The rollout of a run: the training run's and `prover eval`'s, so both sample the same way."""
     s = cfg.rollout.sampling
     budget = prompt_budget(cfg.rollout.max_prompt_tokens, s.max_new_tokens, engine.context_length)
@@ -325,7 +337,7 @@ def build_rollout(cfg: TrainConfig, engine: Any, make_env_fn: Any) -> Rollout:
                    max_branch_envs=branch_envs)
 
 
-def engine_counts(engine: Any, phase: str) -> dict[str, float]:
+def engine_counts(engine: EngineContract, phase: str) -> dict[str, float]:
     """The engine's request counts since the last call, named by phase (``cost/branch_cached_tokens``);
     none for engines that keep no counts (``hf``)."""
     return {k.replace("/", f"/{phase}_", 1): v for k, v in engine.take_counts().items()}

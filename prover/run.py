@@ -286,7 +286,7 @@ RESUME_MAY_CHANGE = ("steps", "threads", "eval.", "run.dir", "run.checkpoint_eve
                      "run.save_groups", "run.report_to", "engine.")
 
 
-def _dotted(tree: Any, prefix: str = "") -> dict[str, Any]:
+def _dotted(tree: object, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, dict) or not tree:
         return {prefix: tree}
     return {k: v for key, sub in tree.items() for k, v in _dotted(sub, f"{prefix}{key}.").items()}

@@ -38,7 +38,7 @@ TEXT_CHARS = 2000  # so is a rationale or a reason, whichever judge wrote it (a 
 KEY_CHARS = 500  # a state key is an env's choice; a history key grows with the episode
 
 
-def _json_key(key: Any) -> Any:
+def _json_key(key: object) -> object:
     """A state key as JSON: str, numbers, bool and None as they are, else its ``repr``; cut to KEY_CHARS."""
     if key is None or isinstance(key, (bool, int, float)):
         return key

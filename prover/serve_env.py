@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from prover.errors import ConfigError, ContractError, ProverError, validation_line
+from prover.serve_env_guard import ASGIApp, Receive, Send
 
 DEFAULT_PORT = 8000  # OpenEnv's own default (its server template and `openenv serve`)
 INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core==0.3.0)"
@@ -115,10 +116,10 @@ class QuietDisconnect:
     RuntimeError there), and Starlette 1.x raises ``WebSocketDisconnect`` instead, which uvicorn would log as
     an ASGI error. A peer that is gone is no error."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         from starlette.websockets import WebSocketDisconnect
 
         try:

@@ -22,7 +22,14 @@ The bounds on what the messages hold (seeds, options, action length) are the env
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+# What ASGI passes an app (https://asgi.readthedocs.io): a message is a dict whose "type" says what it holds.
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 MAX_MESSAGE_BYTES = 1 << 20  # 65 536 characters of \uXXXX escapes (6 bytes each) and the rest of a message
 DRAIN_TIMES = 16  # a refused body is read on (and dropped) up to this many times the bound
@@ -34,7 +41,7 @@ JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float
               type(None): "null"}
 
 
-def json_name(value: Any) -> str:
+def json_name(value: object) -> str:
     return JSON_NAMES.get(type(value), type(value).__name__)
 
 
@@ -66,10 +73,10 @@ def message_problem(text: str) -> str:
 class Guard:
     """OpenEnv's app behind the bounds above."""
 
-    def __init__(self, app: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope.get("type") == "http":
             await self._http(scope, receive, send)
         elif scope.get("type") == "websocket":
@@ -78,7 +85,7 @@ class Guard:
         else:
             await self.app(scope, receive, send)
 
-    async def _http(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _http(self, scope: dict, receive: Receive, send: Send) -> None:
         """The body read whole, up to the bound, then handed to the app as one message."""
         length = dict(scope.get("headers") or []).get(b"content-length", b"0")
         if not length.isdigit() or int(length) > self.max_bytes:
@@ -106,7 +113,7 @@ class Guard:
 
         await self.app(scope, replay, send)
 
-    def _checked(self, receive: Any, send: Any) -> Any:
+    def _checked(self, receive: Receive, send: Send) -> Receive:
         """``receive`` that answers each malformed message itself, with one line, and waits for the next."""
         async def checked() -> dict:
             while True:
@@ -135,7 +142,7 @@ class ReasonsShown:
       with the reason, which the client's exception prints.
     """
 
-    def __init__(self, send: Any) -> None:
+    def __init__(self, send: Send) -> None:
         self.send, self.refusal = send, ""
 
     async def __call__(self, message: dict) -> None:
@@ -170,7 +177,7 @@ def clip_bytes(text: str, most: int) -> str:
     return text.encode()[:most].decode(errors="ignore")
 
 
-async def _drain(receive: Any, most: int) -> None:
+async def _drain(receive: Receive, most: int) -> None:
     """The rest of a refused body read and dropped, up to ``most`` bytes, so that the client, still sending,
     reads the reply instead of a reset connection; past ``most`` the connection is closed on it."""
     dropped = 0
@@ -181,7 +188,7 @@ async def _drain(receive: Any, most: int) -> None:
             return
 
 
-async def _reply(send: Any, status: int, line: str) -> None:
+async def _reply(send: Send, status: int, line: str) -> None:
     body = json.dumps({"detail": line}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

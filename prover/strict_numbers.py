@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import types
 import typing
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -26,7 +26,7 @@ BOOL_FOR_NUMBER = "must be a number, not true or false"
 NOT_FINITE = "must be a finite number"
 
 
-def _numeric(annotation: Any) -> bool:
+def _numeric(annotation: object) -> bool:
     """Whether ``annotation`` takes numbers but not bools (int, float, int | None, ...)."""
     if typing.get_origin(annotation) is typing.Annotated:
         return _numeric(typing.get_args(annotation)[0])
@@ -36,11 +36,11 @@ def _numeric(annotation: Any) -> bool:
     return annotation in (int, float)
 
 
-def _is_model(annotation: Any) -> bool:
+def _is_model(annotation: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def bool_path(value: Any, annotation: Any) -> tuple | None:
+def bool_path(value: object, annotation: object) -> tuple | None:
     """Where ``value`` holds a bool that ``annotation`` wants as a number: () for ``value`` itself, a path of
     keys and indices into a list, a dict's values or a model's fields; None when it holds none."""
     if isinstance(value, bool):
@@ -62,7 +62,7 @@ def bool_path(value: Any, annotation: Any) -> tuple | None:
     return found
 
 
-def nonfinite_path(value: Any) -> tuple | None:
+def nonfinite_path(value: object) -> tuple | None:
     """Where a validated ``value`` (a model, or what its fields hold) holds an infinite or NaN float, as in
     ``bool_path``; None when every float in it is finite."""
     if isinstance(value, float):
@@ -77,7 +77,7 @@ def nonfinite_path(value: Any) -> tuple | None:
     return next(((k, *p) for k, v in items if (p := nonfinite_path(v)) is not None), None)
 
 
-def _checks_itself(annotation: Any) -> bool:
+def _checks_itself(annotation: object) -> bool:
     """A field holding a ``StrictNumbers`` section (or None): the section names its own field when it refuses."""
     args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else ()
     models = [a for a in args if a is not type(None)] or [annotation]
@@ -89,7 +89,7 @@ class StrictNumbers(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
         field = cls.model_fields.get(info.field_name or "")
         if field is None or _checks_itself(field.annotation):
             return value

@@ -30,10 +30,14 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prover.errors import ConfigError
 from prover.files import write_atomic
+
+if TYPE_CHECKING:
+    from prover.config import TrainConfig
 
 # a config entry is left out of every tracker if a part of its dotted name, or its value, looks like a secret
 SECRET_NAME = re.compile(r"api_?key|secret|passw(or)?d|credential|private_?key|access_?key|"
@@ -62,7 +66,7 @@ class Tracker(Protocol):
     def finish(self) -> None: ...
 
 
-def require(name: str) -> Any:
+def require(name: str) -> ModuleType:
     """The library of tracker ``name``, imported; a one-line ConfigError naming the extra if it is missing."""
     module = TRACKERS[name].module
     try:
@@ -81,7 +85,7 @@ def kept_text(kept: dict[str, Any], key: str, name: str, pattern: re.Pattern = R
     return value
 
 
-def check_trackers(cfg: Any) -> None:
+def check_trackers(cfg: TrainConfig) -> None:
     """Every tracker of ``run.report_to`` can be imported (preflight: before the run folder is touched)."""
     for name in dict.fromkeys(cfg.run.report_to):
         require(name)
@@ -199,7 +203,7 @@ class TrackioTracker:
             self.run = self._continue_run(trackio, kept, config)
         return {"project": self.run.project, "name": self.run.name, "id": self.run.id}
 
-    def _continue_run(self, trackio: Any, kept: dict[str, Any], config: dict[str, Any]) -> Any:
+    def _continue_run(self, trackio: ModuleType, kept: dict[str, Any], config: dict[str, Any]) -> Any:
         """trackio continues a run by project and name (resume="must": the newest run of that name), so the
         run it picks is checked against the kept id: another run folder of the same name may be newer."""
         project, name = kept_text(kept, "project", self.name), kept_text(kept, "name", self.name, re.compile(".+"))
@@ -279,14 +283,14 @@ class Trackers:
     mid-run is dropped with one note (metrics.jsonl, the record, is unaffected). A context manager:
     leaving it finishes every tracker. ``kept``: what trackers.json keeps, rewritten as rows go out."""
 
-    def __init__(self, trackers: list[Any], note: Callable[[str], None] = print,
+    def __init__(self, trackers: list[Tracker], note: Callable[[str], None] = print,
                  kept_path: Path | None = None, kept: dict[str, Any] | None = None) -> None:
         self.trackers, self.note = trackers, note
         self.kept_path, self.kept = kept_path, kept if kept is not None else {}
         self.sent: dict[str, tuple[int, int]] = {}  # tracker name -> the last row an earlier session sent it
 
     @classmethod
-    def start(cls, cfg: Any, note: Callable[[str], None] = print, enabled: bool = True) -> Trackers:
+    def start(cls, cfg: TrainConfig, note: Callable[[str], None] = print, enabled: bool = True) -> Trackers:
         """Start ``cfg.run.report_to`` (none when not ``enabled``: only the main process logs metrics),
         continuing the runs trackers.json keeps."""
         run_dir = Path(cfg.run.dir)
@@ -311,7 +315,7 @@ class Trackers:
         started.save()
         return started
 
-    def _start_one(self, tracker: Any, config: dict[str, Any], run_dir: Path, earlier: dict[str, Any] | None,
+    def _start_one(self, tracker: Tracker, config: dict[str, Any], run_dir: Path, earlier: dict[str, Any] | None,
                    missing: str) -> None:
         """Start ``tracker``, continuing its ``earlier`` run; failing that, a new run with one note (not an
         error: the new run still gets every row from here on)."""
@@ -326,7 +330,7 @@ class Trackers:
             self.note(f"run.report_to={tracker.name}: {missing}; it starts a new {tracker.name} run")
         self._keep(tracker, kept, None)
 
-    def _keep(self, tracker: Any, kept: dict[str, Any] | None, last: Any) -> None:
+    def _keep(self, tracker: Tracker, kept: dict[str, Any] | None, last: Any) -> None:
         self.trackers.append(tracker)
         if kept is None:  # TensorBoard: nothing to continue by
             return

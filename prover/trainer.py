@@ -11,15 +11,18 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from prover.async_rollout import make_batches
 from prover.branching import Brancher
-from prover.config import TrainConfig, engine_dtype
+from prover.config import LearnerConfig, TrainConfig, engine_dtype
 from prover.credit import CreditContext, make_credit
+from prover.credit.base import CreditContract
 from prover.distributed import Ranks
 from prover.engines import make_engine
 from prover.envs import make_configured_env
@@ -34,7 +37,10 @@ from prover.samples import saved_groups
 from prover.seeding import derive_seed, eval_seed
 from prover.trackers import Trackers
 from prover.truth import TruthScorer
-from prover.types import Advantages, Batch, RolloutRequest, SamplingParams
+from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 TRAIN_SEED_RANGE = 1_000_000
 
@@ -45,7 +51,7 @@ class Phases:
 
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def timed(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
@@ -58,7 +64,7 @@ def task_seeds(cfg: TrainConfig, step: int) -> list[int]:
     return rng.sample(range(TRAIN_SEED_RANGE), cfg.rollout.groups_per_step)
 
 
-def rollout_request(cfg: TrainConfig, credit: Any, ranks: Ranks, step: int) -> RolloutRequest:
+def rollout_request(cfg: TrainConfig, credit: CreditContract, ranks: Ranks, step: int) -> RolloutRequest:
     """What step ``step`` rolls out: this process's share of its tasks, G episodes of each (or the method's
     sizes), snapshots when the method branches."""
     all_tasks = task_seeds(cfg, step)
@@ -84,7 +90,7 @@ def batch_metrics(batch: Batch) -> dict[str, float]:
 
 
 def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ranks | None = None,
-                    on_turn: Any = None) -> tuple[dict[str, float], Batch]:
+                    on_turn: Callable[[int, int], None] | None = None) -> tuple[MetricsRow, Batch]:
     """Held-out success, the one evaluation of the trainer and `prover eval`: one episode per task of the
     eval split, the same tasks every time, at ``eval.temperature``; with ``ranks`` each process plays its
     share. Returns the metrics record (the same on every process) and this process's episodes."""
@@ -97,13 +103,14 @@ def evaluate_policy(cfg: TrainConfig, rollout: Rollout, step: int = 0, ranks: Ra
     # a pretrained policy that writes free text fails on the format before it can fail on the task
     formats = [tn.format_valid for g in batch.groups for t in g.trajectories for tn in t.turns]
     valid = [v for part in ranks.gather(formats) for v in part] if ranks else formats
-    record = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)), "eval/episodes": float(e.episodes),
+    record: MetricsRow = {"step": step, "phase": "eval", "eval/success": float(np.mean(won)),
+                                                                               "eval/episodes": float(e.episodes),
               "eval/format_valid": float(np.mean(valid)) if valid else 0.0}
     counts = engine_counts(rollout.engine, "eval")  # cost/eval_prompt_tokens, its prefilled and cached shares
     return record | (ranks.merged(counts) if ranks else counts), batch
 
 
-def nonfinite_streak(record: dict[str, float], streak: int, cfg: Any, report: Reporter) -> int:
+def nonfinite_streak(record: dict[str, float], streak: int, cfg: LearnerConfig, report: Reporter) -> int:
     """Steps in a row that met a non-finite advantage, loss or gradient (each was left out of the
     update); past ``cfg.max_nonfinite_steps`` the run stops with one line."""
     rows, updates = record.get("learner/nonfinite_rows", 0.0), record.get("learner/nonfinite_updates", 0.0)
@@ -141,14 +148,17 @@ class Trainer:
         self.ranks.check_config(cfg)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
-        self.judge = self.engine = self.batches = None
+        # what the parts built so far hold (servers, a worker process, envs, a local model), each part's close
+        # entered as it is built: close() releases them, last built first, however far the build got
+        self.built = contextlib.ExitStack()
         self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
         preflight(cfg, resume)  # every check that can fail, before the run folder is touched
         ckpt = self.run.require_checkpoint() if resume else None
-        for line in self.run.damaged if resume else []:
-            self.report.note(f"{line}; resuming from {ckpt.name} instead")
+        if ckpt is not None:  # a resume: say which damaged checkpoints it passes over
+            for line in self.run.damaged:
+                self.report.note(f"{line}; resuming from {ckpt.name} instead")
         if self.lock is not None:
             self.lock.acquire()
         try:
@@ -157,7 +167,7 @@ class Trainer:
             self.close()
             raise
 
-    def _build(self, ckpt: Any) -> None:
+    def _build(self, ckpt: Path | None) -> None:
         from prover.learner import Learner
         from prover.modeling import apply_threads
         from prover.policy import starting_policy
@@ -183,21 +193,26 @@ class Trainer:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
+        self.built.callback(self.engine.close)  # e.g. the sglang engine's weight-update group
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
         if ckpt and lora:  # the engine holds the base; the resumed adapter reaches it merged
             self.engine.update_weights(self.learner)
             self.ranks.barrier()
         self.rollout = build_rollout(cfg, self.engine, self.make_env)
+        self.built.callback(self.rollout.close)  # its pooled envs (a JVM each for TWX): a bench runs many cells
         self.credit = make_credit(cfg)
         # each step's batch: sampled when asked for, or ahead by a worker (rollout.max_off_policy_steps)
         self.batches = make_batches(cfg, self.rollout, lambda step: rollout_request(cfg, self.credit, self.ranks, step),
                                     version=self.start_step, policy_dir=policy_dir)
+        self.built.callback(self.batches.close)  # the rollout worker, when there is one
         self.brancher = Brancher(self.rollout)
         self.judge = make_judge(cfg)  # None when judge.name is unset
+        if self.judge is not None:
+            self.built.callback(self.judge.close)
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 
-    def evaluate(self, step: int) -> dict[str, float]:
+    def evaluate(self, step: int) -> MetricsRow:
         """Held-out success (``evaluate_policy``), logged and reported by the main process; the starting
         policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.eval_cache``)."""
         cache = EvalCache.of(self.cfg, self.policy_dir, self.ranks.world) if step == 0 else None
@@ -233,14 +248,7 @@ class Trainer:
         """Release what the judge and engine hold (servers, threads, a local model) and the run folder's
         lock; ``train`` calls it, and so does a failed start."""
         try:
-            if self.judge is not None:
-                self.judge.close()
-            if self.batches is not None:
-                self.batches.close()  # the rollout worker, when there is one
-            if self.engine is not None:
-                self.engine.close()  # e.g. the sglang engine's weight-update group
-            if getattr(self, "rollout", None) is not None:
-                self.rollout.close()  # its pooled envs (a JVM each for TWX): a bench runs many cells in one process
+            self.built.close()
         finally:
             if self.lock is not None:
                 self.lock.release()

@@ -59,7 +59,9 @@ class TruthScorer:
             pivotal = self._pivotal(trajectory)
             if pivotal is None:
                 return {}
-            hit = segment_hits(pivotal, checked.segment.start_turn, checked.segment.end_turn)
+            segment = checked.segment
+            assert segment is not None  # find_trajectory found its trajectory
+            hit = segment_hits(pivotal, segment.start_turn, segment.end_turn)
             counts["proposals"] += 1
             counts["hits"] += hit
             counts["accepted"] += checked.accepted
@@ -72,8 +74,8 @@ class TruthScorer:
 
 
 def find_trajectory(batch: Batch, checked: CheckedSegment) -> Trajectory:
-    group = batch.groups[checked.group]
+    group, traj_id = batch.groups[checked.group], checked.segment.traj_id if checked.segment else None
     for trajectory in group.trajectories:
-        if trajectory.traj_id == checked.segment.traj_id:
+        if trajectory.traj_id == traj_id:
             return trajectory
-    raise KeyError(f"segment names {checked.segment.traj_id!r}, not a trajectory of group {checked.group}")
+    raise KeyError(f"segment names {traj_id!r}, not a trajectory of group {checked.group}")

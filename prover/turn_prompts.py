@@ -11,13 +11,16 @@ tokenizer time. All of it is deterministic, so a branch replaying turn t sees th
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError
 from prover.literal_text import ENV_SPANS, encode_chat, encode_literal
 from prover.types import Generation
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec:
@@ -26,7 +29,7 @@ def agent_spec_for(env: TextEnv, history_window: int | None = None) -> AgentSpec
     return spec if history_window is None else dataclasses.replace(spec, history_window=history_window)
 
 
-def encode_prompt(tokenizer: Any, text: str, chat_kwargs: dict | None = None,
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str, chat_kwargs: dict | None = None,
                   env_spans: list[tuple[int, int]] | None = None) -> list[int]:
     """Prompt ids: one user message through the chat template, ready for the assistant's answer. The message
     produces no special token, and its ``env_spans`` (the env's text in it) no added token at all: env text
@@ -67,7 +70,7 @@ def bounded_text(text: str, budget: int | None) -> str:
     return text if limit is None or len(text) <= limit else cut_for_prompt(text, limit)
 
 
-def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str] | None,
+def fit_prompt(tok: PreTrainedTokenizerBase, spec: AgentSpec, task: str, obs: str, actions: list[str] | None,
                history: list[tuple[str, str]], step: int, budget: int | None,
                chat_kwargs: dict | None = None) -> tuple[list[int] | None, str]:
     """The prompt ids of one turn within ``budget`` tokens and '', or (None, why none fits): the spec's
@@ -96,14 +99,15 @@ def fit_prompt(tok: Any, spec: AgentSpec, task: str, obs: str, actions: list[str
                   f"observation has {len(obs)} characters)")
 
 
-def encode_completion(tokenizer: Any, text: str, env_spans: list[tuple[int, int]] | None = None) -> list[int]:
+def encode_completion(tokenizer: PreTrainedTokenizerBase, text: str, env_spans: list[tuple[int,
+                      int]] | None = None) -> list[int]:
     """Completion ids for a known answer (the warm start's targets): its text, then end of turn. The text
     produces no special token, and its ``env_spans`` (an env's action in it) no added token at all."""
     spans = [(0, len(text), False)] + [(lo, hi, True) for lo, hi in env_spans or []]
     return encode_literal(tokenizer, text, spans) + [tokenizer.eos_token_id]
 
 
-def completion_of(tokenizer: Any, gen: Generation,
+def completion_of(tokenizer: PreTrainedTokenizerBase, gen: Generation,
                   stops: tuple[str, ...] = ()) -> tuple[list[int], list[float], str]:
     """The ids, log-probs and text a turn keeps of ``gen``. With ``stops`` (the env's ``AgentSpec.stop``)
     the completion ends just after the first occurrence of the first stop string its text holds: the ids

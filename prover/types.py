@@ -8,9 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+# What a credit method hands the learner, named by what each level of the nesting is.
+TokenValues: TypeAlias = npt.NDArray[np.float32]  # (n_completion_tokens,) one value per token of one turn
+TrajectoryValues: TypeAlias = list[TokenValues]  # one TokenValues per turn of one trajectory, in turn order
+GroupValues: TypeAlias = list[TrajectoryValues]  # one TrajectoryValues per trajectory of one group, in order
+# one line of a run's metrics.jsonl: its step (int), phase (str) and "area/name" numbers
+MetricsRow: TypeAlias = dict[str, float | int | str]
 
 
 def shared_prefix_length(a: list[int], b: list[int]) -> int:
@@ -62,7 +70,7 @@ class Turn:
     action_valid: bool  # the env accepted the action (info["is_action_valid"])
     reward: float  # env reward for this step
     state_key: Hashable  # env.state_key() before the turn
-    snapshot: Any = None  # env.snapshot() before the turn, when branching is on
+    snapshot: object = None  # env.snapshot() before the turn, when branching is on
     history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
     admissible: tuple[str, ...] = ()  # the env's admissible actions before the turn (prompt input)
     # the policy that sampled it, counted in learner updates: the starting weights are 0, the weights after
@@ -78,7 +86,7 @@ class Turn:
 class ResumePoint:
     """Where an unfinished trajectory stopped (a bounded continuation): enough to continue it exactly."""
 
-    snapshot: Any
+    snapshot: object
     observation: str
     admissible: tuple[str, ...]
 
@@ -117,7 +125,7 @@ class Trajectory:
         """The episode's tokens counted once: each turn's prompt and completion less the prefix they share
         with the turn before's (in a chat context all of it, so this is the chat's length; with windowed
         prompts, little more than the chat template's header)."""
-        total, before = 0, []
+        total, before = 0, list[int]()
         for turn in self.turns:
             seq = turn.prompt_ids + turn.completion_ids
             total, before = total + len(seq) - shared_prefix_length(before, seq), seq
@@ -162,7 +170,8 @@ class Batch:
 class Advantages:
     """Per-token advantages for every policy turn of a batch.
 
-    values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages.
+    values[g][i][t]: (n_completion_tokens of that turn,) float32 advantages: one ``GroupValues`` per group,
+                     one ``TrajectoryValues`` per trajectory, one ``TokenValues`` per turn.
     loss_mask:       same nesting; None means every completion token is trained on. A method that
                      removes tokens from the loss (SPO's probability mask) sets 0 there.
     train_batch:     None: the values index the rollout batch. Set by a method that trains on other
@@ -171,16 +180,16 @@ class Advantages:
     segments:        the judge's proposals as the method checked them, for reports (``prover view``).
     """
 
-    values: list[list[list[np.ndarray]]]
-    loss_mask: list[list[list[np.ndarray]]] | None = None
+    values: list[GroupValues]
+    loss_mask: list[GroupValues] | None = None
     train_batch: Batch | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     segments: list[CheckedSegment] = field(default_factory=list)
 
-    def flat(self) -> list[np.ndarray]:
+    def flat(self) -> list[TokenValues]:
         return [a for g in self.values for tr in g for a in tr]
 
-    def flat_mask(self) -> list[np.ndarray] | None:
+    def flat_mask(self) -> list[TokenValues] | None:
         if self.loss_mask is None:
             return None
         return [m for g in self.loss_mask for tr in g for m in tr]
@@ -203,11 +212,12 @@ class Proposal:
     rationale: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckedSegment:
     """One proposal as a credit method checked it: its verified gain, or why it was dropped.
 
-    Read by reports only (``groups.jsonl``, ``prover view``); it never changes an advantage.
+    Read by reports only (``groups.jsonl``, ``prover view``); it never changes an advantage. Built with named
+    fields only: three of them are a float, a bool and a text that read alike in a row of values.
     """
 
     group: int  # index in batch.groups

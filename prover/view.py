@@ -66,7 +66,7 @@ h3 { font-size: 1rem; margin: 0 0 .4rem; }
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     """Text for HTML: escaped, control characters (invalid in HTML) shown as U+FFFD."""
     return escape(_CONTROL.sub("\ufffd", str(value)), quote=True)
 
@@ -115,7 +115,7 @@ def _turn_html(turn: dict[str, Any], traj_id: str, t: int, col: int) -> str:
             f'<div class="meta">{esc(meta)}</div></div>')
 
 
-def replies_html(replies: list[Any]) -> str:
+def replies_html(replies: list[object]) -> str:
     """What the judge said, folded: each reply of its conversation, in order."""
     if not replies:
         return ""
@@ -204,7 +204,7 @@ def _summary(run: Path, history: list[dict[str, Any]], notes: list[str]) -> str:
     return f'<table class="summary">{body}</table>'
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -282,7 +282,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, most_groups
     return path
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("view", help="write a static HTML report of a run: curves and sampled groups")
     v.add_argument("run_dir", help="a run folder (run.dir of `prover train`, or a bench cell)")
     v.add_argument("--out", help="HTML file to write (default: RUN_DIR/report.html)")

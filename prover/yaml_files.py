@@ -10,6 +10,7 @@ would have with every alias written out is therefore counted on the parsed nodes
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     a merge key's (``<<: *anchor``) keys are the anchor's, so the mapping may override them."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
+        seen: dict[Hashable, int] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges a mapping; its keys may be
                 continue                                   # overridden here, as YAML's merge key allows

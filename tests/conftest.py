@@ -153,3 +153,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# =================================================================================================
+# Env classes that config tests read but never play
+# =================================================================================================
+
+
+class UnplayedEnv:
+    """A mixin, first among an env class's bases, for a class that a config test loads by name (its recipe,
+    its settings) and never plays: the registry hands out only env classes that implement the contract's
+    methods, so these say, if ever called, that the test went further than it meant to."""
+
+    def _reset(self, seed: int, options: dict) -> tuple[str, dict]:
+        raise AssertionError(f"{type(self).__name__} stands in for an env class and is never played")
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        raise AssertionError(f"{type(self).__name__} stands in for an env class and is never played")
+
+    def state_key(self) -> int:
+        raise AssertionError(f"{type(self).__name__} stands in for an env class and is never played")

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
+from conftest import UnplayedEnv
 from prover.config import CreditConfig, JudgeConfig, TrainConfig
 from prover.config_load import load_config, parse_override
 from prover.config_text import field_help
@@ -202,7 +203,7 @@ def test_unknown_env_lists_known_names_and_the_closest_match():
     assert isinstance(err.value, ProverError) and "\n" not in msg
 
 
-class RecipeEnv(TextEnv):
+class RecipeEnv(UnplayedEnv, TextEnv):
     """Stands in for an env class (never built): load_config reads its ``train_recipe`` (and the credit method
     its flag)."""
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from prover.cli import main
 from prover.config_load import load_config
-from prover.credit.base import CreditAssigner, MethodConfig
+from prover.credit.base import CreditAssigner, CreditContext, MethodConfig, broadcast_rows
 from prover.envs.base import TextEnv
 from prover.errors import ConfigError
 from prover.registry import CREDIT, ENVS
+from prover.types import Advantages, Batch
 
 
 class TypedKwargsEnv(TextEnv):
@@ -46,6 +48,9 @@ class TaggedConfig(MethodConfig):
 
 class Tagged(CreditAssigner):
     Config = TaggedConfig
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:  # every turn's tokens get the tag's weight
+        return Advantages(values=broadcast_rows(batch, np.full(len(batch.turns()), self.config.weight)))
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,19 @@ class SignatureEngine(Engine):
         self.model_path, self.dtype, self.width = model_path, dtype, width
 
 
+class WholeEngine(SignatureEngine):
+    """``SignatureEngine`` with the three methods every engine implements, so the registry hands it out."""
+
+    def generate(self, prompts, params, seed=None):
+        return []
+
+    def logprobs(self, prompts, completions):
+        return []
+
+    def update_weights(self, learner) -> None:
+        pass
+
+
 class WidthSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     width: int = 7
@@ -73,8 +86,8 @@ def test_counts_are_named_by_phase() -> None:
 
 
 def test_make_engine_builds_by_name_and_refuses_a_class_that_is_no_engine() -> None:
-    engine = make_engine("test_engine_base:SignatureEngine", "folder", dtype="bfloat16", width=5)
-    assert isinstance(engine, SignatureEngine)
+    engine = make_engine("test_engine_base:WholeEngine", "folder", dtype="bfloat16", width=5)
+    assert isinstance(engine, WholeEngine)
     assert (engine.model_path, engine.dtype, engine.width) == ("folder", "bfloat16", 5)
     with pytest.raises(PluginLoadError, match="is not a prover.engines.base.Engine subclass"):
         make_engine("collections:OrderedDict", "folder")

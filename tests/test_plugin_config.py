@@ -48,19 +48,27 @@ def test_prover_train_with_an_engine_kwargs_typo_stops_before_the_warm_start(tmp
 
 # -- --help lists installed plugins' own fields ------------------------------------------------------
 PLUGIN_SOURCE = '''
+import numpy as np
 from pydantic import Field
-from prover.credit.base import CreditAssigner, MethodConfig
+from prover.credit.base import CreditAssigner, MethodConfig, broadcast_rows
 from prover.judges.base import Judge, JudgeSettings
+from prover.types import Advantages, JudgeResult
 
 
 class ShinyCredit(CreditAssigner):
     class Config(MethodConfig):
         shine: float = Field(0.25, description="How much the shiny method shines.")
 
+    def assign(self, batch, ctx):
+        return Advantages(values=broadcast_rows(batch, np.full(len(batch.turns()), self.config.shine)))
+
 
 class ShinyJudge(Judge):
     class Config(JudgeSettings):
         glare: int = Field(3, description="How hard the shiny judge looks.")
+
+    def propose(self, request):
+        return JudgeResult(None, failure="the shiny judge only glares")
 '''
 
 

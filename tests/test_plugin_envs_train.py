@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from conftest import TINY_RUN
+from conftest import TINY_RUN, UnplayedEnv
 from prover.cli import main
 from prover.config import WarmStartConfig
 from prover.config_load import load_config
@@ -74,7 +74,7 @@ def test_prover_train_runs_one_step_on_each_plugin_env(env_name, tmp_path, reque
     assert ("train", 1) in [(r["phase"], r["step"]) for r in steps]
 
 
-class RecipeParent(TextEnv):
+class RecipeParent(UnplayedEnv, TextEnv):
     """Never built: its recipe sets a constructor argument that only it takes."""
 
     train_recipe: ClassVar[dict[str, Any]] = {"env.kwargs.width": 3, "warmstart.episodes": 77}

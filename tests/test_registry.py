@@ -122,7 +122,12 @@ def test_import_prover_does_not_read_entry_points() -> None:
         from prover import CREDIT, ENVS, Registry
         from prover.envs import TextEnv
         class Mine(TextEnv):
-            pass
+            def _reset(self, seed, options):
+                return "start", {}
+            def _step(self, action):
+                return "end", 0.0, True, False, {}
+            def state_key(self):
+                return 0
         ENVS.register("mine", Mine)
         assert ENVS.get("mine") is Mine and "mine" in ENVS and "alfworld-sim" in ENVS
         Registry("env", "prover.envs")
@@ -155,7 +160,8 @@ def fake_plugin(tmp_path: Path) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[prover.envs]\nfake-good = fakeplug_good:GoodEnv\nfake-broken = fakeplug_broken:BrokenEnv\n")
-    (tmp_path / "fakeplug_good.py").write_text("from prover.envs import TextEnv\n\nclass GoodEnv(TextEnv):\n    pass\n")
+    (tmp_path / "fakeplug_good.py").write_text("from prover.envs.pivot_sim import PivotSimEnv\n\n"
+                                              "class GoodEnv(PivotSimEnv):\n    pass\n")
     (tmp_path / "fakeplug_broken.py").write_text("raise RuntimeError('fakeplug exploded on import')\n")
     return tmp_path
 

@@ -185,11 +185,11 @@ def test_the_branch_seed_follows_the_run_seed():
 
 def test_config_refuses_a_branching_method_on_an_env_that_cannot_snapshot():
     from prover.config_load import load_config
-    from prover.envs.base import TextEnv
+    from prover.envs.pivot_sim.env import PivotSimEnv
     from prover.errors import CapabilityError
     from prover.registry import ENVS
 
-    class NoSnapshots(TextEnv):
+    class NoSnapshots(PivotSimEnv):  # an env that keeps the contract but cannot snapshot
         can_snapshot = False
 
     ENVS.register("no-snapshots-test", NoSnapshots)

@@ -248,10 +248,10 @@ def test_registered_and_configurable_by_name(tmp_path):
 
 
 def test_refused_on_an_env_that_cannot_snapshot(tmp_path):
-    from prover.envs.base import TextEnv
+    from prover.envs.pivot_sim.env import PivotSimEnv
     from prover.registry import ENVS
 
-    class NoSnapshots(TextEnv):
+    class NoSnapshots(PivotSimEnv):  # an env that keeps the contract but cannot snapshot
         can_snapshot = False
 
     ENVS.register("no-snapshots-tree-grpo-test", NoSnapshots)

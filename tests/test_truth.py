@@ -46,12 +46,19 @@ def test_segment_hits_is_inclusive_at_both_ends():
 
 def test_counts_over_verified_proposals_only():
     segments = [
-        CheckedSegment(0, Segment("g0#0", 1, 2), 0.5, True),     # contains turn 2: hit, accepted
-        CheckedSegment(1, Segment("g1#0", 1, 3), 0.25, True),   # pivotal 0 and 4 lie outside: miss, accepted
-        CheckedSegment(1, Segment("g1#0", 4, 4), 0.25, True),    # turn 4: hit, accepted
-        CheckedSegment(0, Segment("g0#0", 0, 1), -0.25, False),  # miss, rejected
-        CheckedSegment(1, Segment("g1#0", 0, 0), None, False, "ends on a terminal turn"),  # dropped: not counted
-        CheckedSegment(0, None, None, False, "judge found nothing"),                       # no segment: not counted
+        # contains turn 2: hit, accepted
+        CheckedSegment(group=0, segment=Segment("g0#0", 1, 2), delta=0.5, accepted=True),
+        # pivotal 0 and 4 lie outside: miss, accepted
+        CheckedSegment(group=1, segment=Segment("g1#0", 1, 3), delta=0.25, accepted=True),
+        # turn 4: hit, accepted
+        CheckedSegment(group=1, segment=Segment("g1#0", 4, 4), delta=0.25, accepted=True),
+        # miss, rejected
+        CheckedSegment(group=0, segment=Segment("g0#0", 0, 1), delta=-0.25, accepted=False),
+        # dropped: not counted
+        CheckedSegment(group=1, segment=Segment("g1#0", 0, 0), delta=None, accepted=False,
+                       problem="ends on a terminal turn"),
+        # no segment: not counted
+        CheckedSegment(group=0, segment=None, delta=None, accepted=False, problem="judge found nothing"),
     ]
     m = TruthScorer(KnowsTruth).metrics(_batch(), segments)
     # 4 verified; hits: 1st and 3rd; accepted: 1st, 2nd and 3rd, of which the 1st and 3rd are hits
@@ -63,7 +70,7 @@ def test_counts_over_verified_proposals_only():
 
 def test_an_env_without_truth_logs_nothing_and_is_asked_once():
     scorer = TruthScorer(NoTruth)
-    seg = [CheckedSegment(0, Segment("g0#0", 1, 2), 0.5, True)]
+    seg = [CheckedSegment(group=0, segment=Segment("g0#0", 1, 2), delta=0.5, accepted=True)]
     assert scorer.metrics(_batch(), seg) == {}
     assert scorer.known is False
     assert scorer.metrics(_batch(), seg) == {}
@@ -72,6 +79,6 @@ def test_an_env_without_truth_logs_nothing_and_is_asked_once():
 def test_a_known_env_logs_zero_counts_on_a_step_without_proposals():
     scorer = TruthScorer(KnowsTruth)
     assert scorer.metrics(_batch(), []) == {}  # not yet known whether the env has truth
-    scorer.metrics(_batch(), [CheckedSegment(0, Segment("g0#1", 0, 1), 0.0, False)])
+    scorer.metrics(_batch(), [CheckedSegment(group=0, segment=Segment("g0#1", 0, 1), delta=0.0, accepted=False)])
     assert scorer.metrics(_batch(), []) == {"truth/proposals": 0.0, "truth/hits": 0.0, "truth/accepted": 0.0,
                                             "truth/accepted_hits": 0.0}

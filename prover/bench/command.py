@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
 
 from prover.errors import Stopped
 from prover.stopping import stop_waiting
@@ -31,7 +30,7 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="train methods x envs x seeds; write the paper's tables and curves",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_epilog())
     b.add_argument("--config", help="bench matrix YAML file (e.g. benchmarks/configs/bench_default.yaml)")

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -191,7 +192,7 @@ def _check_names(bench: BenchConfig) -> None:
                           f"{', '.join(rows)}")
 
 
-def _named(resolve: Any, where: str) -> None:
+def _named(resolve: Callable[..., object], where: str) -> None:
     try:
         resolve()
     except ProverError as exc:

@@ -211,7 +211,7 @@ def _paired_cells(p: stats.Paired | None) -> list[str]:
     return [_cell(p.diff.mean), _cell(p.diff.lo), _cell(p.diff.hi), p.verdict if p.pairs else ""]
 
 
-def _t1_row(m: str, env: str, e: Entry, baseline: str | None, reach: float | None) -> list[Any]:
+def _t1_row(m: str, env: str, e: Entry, baseline: str | None, reach: float | None) -> list[object]:
     s = e.success
     diff, auc_diff = _paired_cells(e.diff), _paired_cells(e.auc_diff)
     r = e.reach
@@ -223,7 +223,7 @@ def _t1_row(m: str, env: str, e: Entry, baseline: str | None, reach: float | Non
                                                        _cell(e.diff.improvement)])]
 
 
-def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+def _write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
     """Written whole or not at all: two bench processes on one folder may write the tables at once."""
     buf = io.StringIO()
     w = csv.writer(buf)

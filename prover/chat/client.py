@@ -14,6 +14,7 @@ import random
 import re
 import time
 import warnings
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -90,7 +91,7 @@ def redact_keys(text: str) -> str:
     return KEY_LIKE.sub("***", text)
 
 
-def _import_litellm() -> Any:
+def _import_litellm() -> ModuleType:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
     # Its pydantic models warn about ReadOnly TypedDicts when first built (at import and first call).
     warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)

@@ -20,7 +20,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -28,6 +28,9 @@ from prover.chat.base import ChatError, ChatModel, ChatReply
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.errors import ConfigError
 from prover.literal_text import ENV_SPANS, encode_chat
+
+if TYPE_CHECKING:
+    from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
 GRAMMAR_CACHE = 64  # compiled grammars kept per model: a judge's schema differs by request (turn bounds)
@@ -105,7 +108,8 @@ def template_messages(messages: list[dict], tools: list[dict] | None, native_too
     return out
 
 
-def encode_messages(tokenizer: Any, messages: list[dict], tools: list[dict] | None, native_tools: bool,
+def encode_messages(tokenizer: PreTrainedTokenizerBase, messages: list[dict], tools: list[dict] | None,
+                    native_tools: bool,
                     template_kwargs: dict) -> list[int]:
     """A request's prompt ids through the chat template, ready for the model's reply; the text of its user
     and tool messages stays literal (``prover/literal_text.py``): a trajectory or a tool's output cannot
@@ -156,7 +160,7 @@ class LocalChat(ChatModel):
         return encode_messages(self.tokenizer, messages, tools, self.native_tools,
                                self.settings.chat_template_kwargs)
 
-    def grammar(self, schema: dict) -> Callable[[], list[Any]]:
+    def grammar(self, schema: dict) -> Callable[[], list[LogitsProcessor]]:
         """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one
         ``generate`` call), its compiled grammar cached by the schema's text."""
         import xgrammar as xgr

@@ -4,6 +4,7 @@ A method is a class registered in ``CREDIT``. Its own hyperparameters are a pyda
 (fields documented once, read from the ``credit:`` section of the run config); anything else it
 needs (the brancher, the judge, the run config) comes through ``CreditContext``. The trainer calls
 ``CREDIT.get(name).from_train_config(cfg).assign(batch, ctx)`` and never asks which method it runs.
+``CreditContract`` is the spec, method by method; ``CreditAssigner`` is the base class a method subclasses.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from prover.errors import CapabilityError, ConfigError
+from prover.errors import CapabilityError, ConfigError, ContractError
 from prover.plugin_config import Configurable
-from prover.types import Advantages, Batch, Group, Trajectory, Turn
+from prover.registry import required
+from prover.types import Advantages, Batch, Group, GroupValues, Trajectory, Turn
 
 if TYPE_CHECKING:
+    from prover.branching import BrancherContract
     from prover.config import RewardConfig, TrainConfig
+    from prover.judges.base import JudgeContract
 
 
 @dataclass
@@ -30,9 +34,15 @@ class CreditContext:
     """What a method may use besides the batch."""
 
     config: TrainConfig
-    brancher: Any = None  # continues episodes from recorded snapshots (branching methods)
-    judge: Any = None  # proposes segments (ProVer)
+    brancher: BrancherContract | None = None  # continues episodes from recorded snapshots (branching methods)
+    judge: JudgeContract | None = None  # proposes segments (ProVer)
     step: int = 0
+
+    def need_brancher(self, method: str) -> BrancherContract:
+        """The brancher, for a method that branches; a one-line ContractError naming ``method`` without one."""
+        if self.brancher is None:
+            raise ContractError(f"credit {method!r} branches, but its CreditContext has no brancher")
+        return self.brancher
 
 
 class MethodConfig(BaseModel):
@@ -47,11 +57,53 @@ class WinRangeConfig(MethodConfig):
                                     "see credit/base.py win_range); null takes it as absolute win counts.")
 
 
+@runtime_checkable
+class CreditContract(Protocol):
+    """The credit-assigner contract, as the trainer uses it. Capability flags (class attributes):
+    ``needs_snapshots`` (the method branches from recorded states, so an env that cannot snapshot is refused
+    at config time), ``needs_groups`` (it compares the episodes of a group, so a group size of 1 is refused)."""
+
+    needs_snapshots: ClassVar[bool]
+    needs_groups: ClassVar[bool]
+
+    @classmethod
+    def validate_config(cls, train_cfg: TrainConfig) -> None:
+        """Refuse, with one ``ConfigError`` or ``CapabilityError`` line, the method's bad fields of the
+        ``credit:`` section and a run it cannot serve (no groups, no snapshots); before any work starts."""
+        ...
+
+    @classmethod
+    def from_train_config(cls, train_cfg: TrainConfig) -> CreditContract:
+        """The method built from its fields of the run config's ``credit:`` section."""
+        ...
+
+    @classmethod
+    def derived_settings(cls, train_cfg: TrainConfig) -> dict[str, str]:
+        """Settings the method derives from the run's (``{"credit.eligible": "1-3 wins of 8 ..."}``), which
+        the run's config.yaml records as comments; empty when none."""
+        ...
+
+    def group_sizes(self, step: int, n_tasks: int, default: int) -> list[int]:
+        """Episodes to sample for each of the step's ``n_tasks`` tasks (``default``: the configured G)."""
+        ...
+
+    def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
+        """Per-token advantages for every policy turn of ``batch``: ``values[g][i][t]`` holds one float32 per
+        completion token of turn ``t`` of trajectory ``i`` of group ``g`` (or of ``train_batch`` when the
+        method trains on other turns, such as SPO-tree's edges). Its randomness comes from
+        ``prover.seeding.derive_seed`` (the run seed, ``ctx.step``), so that a run repeats. It may branch
+        (``ctx.brancher``) and ask the judge (``ctx.judge``); continuations it draws never join the batch
+        unless it returns them as ``train_batch``. It logs what it wants in ``metrics`` (``credit/...``). A
+        group with no win or no failure gets zeros, not an error."""
+        ...
+
+
 class CreditAssigner(Configurable):
-    """Base class. Subclasses set ``Config`` and implement ``assign``; the settings rule is every plugin's
-    (``prover.plugin_config.Configurable``)."""
+    """Base class of every credit method (``CreditContract`` is the spec). Subclasses set ``Config`` and
+    implement ``assign``; the settings rule is every plugin's (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[MethodConfig]] = MethodConfig
+    config: MethodConfig  # the parsed settings of ``Config``; a method declares its own ``Config``'s type
     needs_snapshots: ClassVar[bool] = False  # branches from recorded states (refused on envs without snapshots)
     needs_groups: ClassVar[bool] = False  # compares the episodes of a group (GRPO's baseline): refused at G = 1
 
@@ -61,7 +113,8 @@ class CreditAssigner(Configurable):
     @classmethod
     def parse_config(cls, train_cfg: TrainConfig) -> MethodConfig:
         """The method's own fields of the ``credit:`` section (``parse_settings``: one line on a bad one)."""
-        return cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit", train_cfg.credit.name)
+        return cast(MethodConfig, cls.parse_settings(dict(train_cfg.credit.model_extra or {}), "credit",
+                                                     train_cfg.credit.name))  # an instance of cls.Config
 
     @classmethod
     def validate_config(cls, train_cfg: TrainConfig) -> None:
@@ -100,6 +153,7 @@ class CreditAssigner(Configurable):
         budget on more (budget-matched GRPO)."""
         return [default] * n_tasks
 
+    @required
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
         raise NotImplementedError
 
@@ -154,7 +208,7 @@ def in_win_range(group: Group, eligible: tuple[int, int] | None, of: int | None 
     return lo <= group.n_won <= hi
 
 
-def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[list[list[np.ndarray]]]:
+def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[GroupValues]:
     """Turn values per trajectory, ``per_turn[g][i][t]`` -> per-token arrays, one per turn (every token gets its
     turn's value); ``broadcast_rows`` of them in row order."""
     values = [np.asarray(per_turn[g][i], dtype=np.float32)[:len(tr.turns)]
@@ -162,7 +216,7 @@ def broadcast(batch: Batch, per_turn: list[list[np.ndarray]]) -> list[list[list[
     return broadcast_rows(batch, np.concatenate(values) if values else np.zeros(0, np.float32))
 
 
-def broadcast_rows(batch: Batch, values: np.ndarray) -> list[list[list[np.ndarray]]]:
+def broadcast_rows(batch: Batch, values: np.ndarray) -> list[GroupValues]:
     """(N,) row values in ``batch.turns()`` order -> per-token float32 arrays, ``out[g][i][t]``, each filled
     with its turn's value.
 
@@ -174,7 +228,8 @@ def broadcast_rows(batch: Batch, values: np.ndarray) -> list[list[list[np.ndarra
     flat = np.repeat(values.astype(np.float32), n_tok)
     ends = np.cumsum(n_tok).tolist()
     per_turn = [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-    out, k = [], 0
+    out: list[GroupValues] = []
+    k = 0
     for group in batch.groups:
         out.append([])
         for tr in group.trajectories:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import cast
 
 from pydantic import Field, model_validator
 
@@ -92,6 +93,7 @@ def spread(total: int, n_tasks: int) -> list[int]:
 
 class BudgetMatchedGRPO(GRPO):
     Config = BudgetMatchedConfig
+    config: BudgetMatchedConfig  # the parsed settings of ``Config``
 
     def __init__(self, config: BudgetMatchedConfig | None = None, own_metrics: str | None = None) -> None:
         super().__init__(config)
@@ -101,7 +103,7 @@ class BudgetMatchedGRPO(GRPO):
     def validate_config(cls, train_cfg) -> None:
         super().validate_config(train_cfg)
         k = train_cfg.rollout.max_off_policy_steps
-        if k and cls.parse_config(train_cfg).budget_from is not None:
+        if k and cast(BudgetMatchedConfig, cls.parse_config(train_cfg)).budget_from is not None:
             # step s's group sizes are set when its rollout is queued, before step s-1's tokens are logged
             raise ConfigError(f"credit.budget_from matches each step's tokens to the steps logged before it, but "
                               f"rollout.max_off_policy_steps={k} plans a step before the last one is logged; "
@@ -109,7 +111,8 @@ class BudgetMatchedGRPO(GRPO):
 
     @classmethod
     def from_train_config(cls, train_cfg) -> BudgetMatchedGRPO:
-        return cls(cls.parse_config(train_cfg), own_metrics=str(Path(train_cfg.run.dir) / "metrics.jsonl"))
+        return cls(cast(BudgetMatchedConfig, cls.parse_config(train_cfg)),
+                   own_metrics=str(Path(train_cfg.run.dir) / "metrics.jsonl"))
 
     def group_sizes(self, step: int, n_tasks: int, default: int) -> list[int]:
         cfg = self.config

@@ -162,6 +162,7 @@ def turn_credit(good: list[bool], eps: float) -> np.ndarray:
 class CriticSearch(CreditAssigner):
     needs_groups = True
     Config = CriticSearchConfig
+    config: CriticSearchConfig  # the parsed settings of ``Config``
 
     def __init__(self, config: CriticSearchConfig | None = None, critic: ChatModel | None = None) -> None:
         super().__init__(config)

@@ -199,6 +199,7 @@ def _gigpo_rows(batch: Batch, rows: Rows, ctx: CreditContext, cfg: GiGPOConfig,
 
 class GiGPO(CreditAssigner):
     Config = GiGPOConfig
+    config: GiGPOConfig  # the parsed settings of ``Config``
     needs_groups = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:

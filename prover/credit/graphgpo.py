@@ -180,6 +180,7 @@ class GraphGPO(CreditAssigner):
     graph, normalised among same-state rows, plus GiGPO's episode term (arXiv 2605.26684)."""
 
     Config = GraphGPOConfig
+    config: GraphGPOConfig  # the parsed settings of ``Config``
     needs_groups = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:

@@ -70,6 +70,7 @@ class GRPOConfig(MethodConfig):
 
 class GRPO(CreditAssigner):
     Config = GRPOConfig
+    config: GRPOConfig  # the parsed settings of ``Config``
     needs_groups = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:

@@ -153,6 +153,7 @@ class HGPO(CreditAssigner):
     context-length weights (arXiv 2602.22817; SERL's core_hgpo.py)."""
 
     Config = HGPOConfig
+    config: HGPOConfig  # the parsed settings of ``Config``
     needs_groups = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:

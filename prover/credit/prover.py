@@ -108,6 +108,7 @@ def pick_target(group: Group, how: str, seed: str) -> int:
 
 class ProVer(GRPO):
     Config = ProVerConfig
+    config: ProVerConfig  # the parsed settings of ``Config``
     needs_snapshots = True
 
     def __init__(self, config: ProVerConfig | None = None) -> None:
@@ -133,7 +134,7 @@ class ProVer(GRPO):
         jobs = [(gi, req) for gi, req in eligible if can_yield_segment(req)]
         if jobs and ctx.judge is None:
             raise ConfigError("credit 'prover' has no judge in its context: set judge.name (e.g. judge.name=contrast)")
-        results = ctx.judge.propose_all([req for _, req in jobs]) if jobs else []
+        results = ctx.judge.propose_all([req for _, req in jobs]) if jobs and ctx.judge is not None else []
         screened = screen(jobs, results)
         valid, checked = screened.valid, screened.checked
         self.judge_watch.observe(screened.usage, results, ctx.judge, ctx.step)  # raises past judge.max_failed_steps
@@ -142,8 +143,10 @@ class ProVer(GRPO):
                           seed=seed, **cfg.verify_kwargs())
         for p, v in zip(valid, verdicts):
             seg = p.segment
-            checked.append(CheckedSegment(p.group, seg, float(v.delta), v.accepted, "", p.rationale, p.transcript,
-                                          p.request.success.turns[seg.start_turn].policy_version, v.verify_version))
+            checked.append(CheckedSegment(
+                group=p.group, segment=seg, delta=float(v.delta), accepted=v.accepted, rationale=p.rationale,
+                transcript=p.transcript, sampled_version=p.request.success.turns[seg.start_turn].policy_version,
+                verify_version=v.verify_version))
             if v.accepted:
                 per_turn[p.group][p.request.target][seg.start_turn:seg.end_turn + 1] += cfg.lam * v.delta * unit
         metrics = {
@@ -189,7 +192,8 @@ def screen(jobs: list[tuple[int, JudgeRequest]], results: list[JudgeResult]) -> 
     for (gi, req), res in zip(jobs, results):
         usage.add(res.usage)
         if res.proposal is None and res.failure:  # kept for groups.jsonl: why this group got no proposal
-            checked.append(CheckedSegment(gi, None, None, False, reason_text(res.failure), transcript=res.transcript))
+            checked.append(CheckedSegment(group=gi, segment=None, delta=None, accepted=False,
+                                          problem=reason_text(res.failure), transcript=res.transcript))
             dropped += bool(res.error)  # lost to a failed request, not a judge that found nothing
         if res.proposal is not None:
             seg, why = res.proposal.segment, res.proposal.rationale
@@ -198,5 +202,6 @@ def screen(jobs: list[tuple[int, JudgeRequest]], results: list[JudgeResult]) -> 
                 valid.append(ValidProposal(gi, req, seg, why, res.transcript))
             else:
                 dropped += 1
-                checked.append(CheckedSegment(gi, seg, None, False, problem, why, res.transcript))
+                checked.append(CheckedSegment(group=gi, segment=seg, delta=None, accepted=False, problem=problem,
+                                              rationale=why, transcript=res.transcript))
     return Screened(valid, checked, dropped, usage)

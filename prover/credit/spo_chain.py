@@ -50,7 +50,7 @@ from pydantic import Field, model_validator
 from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
 from prover.seeding import derive_seed
-from prover.types import Advantages, Batch, Trajectory
+from prover.types import Advantages, Batch, GroupValues, Trajectory
 
 PROVER_COMPARISON = {"eligible": (1, 3), "whiten": True, "prob_mask": True}  # what the preset sets
 # VinePPO's configs (McGill-NLP/VinePPO): a value before every step, 9 MC rollouts, whiten_advantages on
@@ -109,6 +109,7 @@ class SPOChain(CreditAssigner):
     ``preset: vineppo`` (a boundary before every turn), not a name of its own."""
 
     Config = SPOChainConfig
+    config: SPOChainConfig  # the parsed settings of ``Config``
     needs_snapshots = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:
@@ -145,17 +146,18 @@ class SPOChain(CreditAssigner):
         if not requests:
             return {}
         seed = derive_seed(ctx.config.seed, ctx.step, "spo-chain")
-        results = ctx.brancher.continue_from(list(requests.values()), seed=seed)
+        results = ctx.need_brancher("spo-chain").continue_from(list(requests.values()), seed=seed)
         return {key: res.value for key, res in zip(requests, results)}
 
 
-def probability_mask(batch: Batch, threshold: float) -> list[list[list[np.ndarray]]]:
+def probability_mask(batch: Batch, threshold: float) -> list[GroupValues]:
     """SPO's ``use_prob_mask``: 1 for tokens with probability at most ``threshold``, 0 (out of the loss) above."""
     return [[[(np.exp(np.asarray(turn.logprobs)) <= threshold).astype(np.float32) for turn in tr.turns]
              for tr in g.trajectories] for g in batch.groups]
 
 
-def whiten(values: list, mask: list | None, assigned: list[list[bool]] | None = None) -> list:
+def whiten(values: list[GroupValues], mask: list[GroupValues] | None,
+           assigned: list[list[bool]] | None = None) -> list[GroupValues]:
     """SPO's masked_whiten, (a - mean) / sqrt(var + 1e-8) with the unbiased variance, the statistics taken
     over the tokens of assigned trajectories (``assigned[g][i]``; None: all) that ``mask`` keeps (None: all).
     Every token of an assigned trajectory is rescaled; the others stay exactly 0."""

@@ -77,7 +77,7 @@ def grow(root_traj: Trajectory, cfg: SPOTreeConfig, ctx: CreditContext, scale: f
         last = depth == len(cfg.branch_factors) - 1
         requests = [BranchRequest(node.traj, at, factor) for node, at in frontier]
         seed = derive_seed(ctx.config.seed, ctx.step, "spo-tree", gi, depth)
-        results = ctx.brancher.continue_from(requests, seed=seed,
+        results = ctx.need_brancher("spo-tree").continue_from(requests, seed=seed,
                                              max_new_turns=None if last else cfg.turns_per_level,
                                              record_snapshots=not last)
         nxt = []
@@ -117,6 +117,7 @@ def edges(node: Node, mode: str) -> list[tuple[Trajectory, int, float]]:
 
 class SPOTree(CreditAssigner):
     Config = SPOTreeConfig
+    config: SPOTreeConfig  # the parsed settings of ``Config``
     needs_snapshots = True
 
     def assign(self, batch: Batch, ctx: CreditContext) -> Advantages:

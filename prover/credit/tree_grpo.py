@@ -116,7 +116,7 @@ def grow(forests: dict[int, list[Tree]], cfg: TreeGRPOConfig, ctx: CreditContext
         if not asked:  # no tree has a node to expand (every chain ended before its first turn)
             break
         last = rnd == cfg.rounds - 1
-        results = ctx.brancher.continue_from([r for _, r in asked],
+        results = ctx.need_brancher("tree-grpo").continue_from([r for _, r in asked],
                                              seed=derive_seed(ctx.config.seed, ctx.step, PURPOSE, "play", rnd),
                                              max_new_turns=None, record_snapshots=not last)
         for (tree, request), result in zip(asked, results):
@@ -154,6 +154,7 @@ def leaf_advantages(kept: list[list[Trajectory]], cfg: TreeGRPOConfig, ctx: Cred
 
 class TreeGRPO(CreditAssigner):
     Config = TreeGRPOConfig
+    config: TreeGRPOConfig  # the parsed settings of ``Config``
     needs_snapshots = True
     # a single tree still has 1 + N*L leaves to compare, so a group of one is no error here
     needs_groups = False

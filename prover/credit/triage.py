@@ -167,6 +167,7 @@ class TRIAGE(CriticSearch):
     """A structured judge gives every turn a role; a fixed bonus per role is added to GRPO's advantage."""
 
     Config = TriageConfig
+    config: TriageConfig  # the parsed settings of ``Config``
     system_prompt = TRIAGE_SYSTEM
 
     def __init__(self, config: TriageConfig | None = None, critic: ChatModel | None = None) -> None:

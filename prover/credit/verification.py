@@ -40,10 +40,13 @@ benchmark measures the decisions against a K = 32 reference.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from prover.branching import BranchRequest
+import numpy as np
+
+from prover.branching import BrancherContract, BranchRequest
+from prover.errors import ContractError
 from prover.seeding import derive_seed
 from prover.types import Group
 
@@ -62,7 +65,7 @@ class Tally:
     # runs, sampled by Turn.policy_version); None until one is drawn or when the Brancher does not say
     version: int | None = None
 
-    def add(self, won: Any, version: int | None = None) -> None:
+    def add(self, won: Sequence[bool] | np.ndarray, version: int | None = None) -> None:
         self.wins += int(sum(bool(w) for w in won))
         self.n += len(won)
         self.version = version if version is not None else self.version
@@ -151,14 +154,16 @@ def settle(pre: Tally, post: Tally, k: int, confidence: float, saturation: bool 
     return None
 
 
-def _draw(brancher: Any, asks: list[tuple[Boundaries, int, int]], seed: int) -> None:
+def _draw(brancher: BrancherContract | None, asks: list[tuple[Boundaries, int, int]], seed: int) -> None:
     """One Brancher call for every (boundaries, side, n) asked; adds the outcomes to the tallies."""
+    if brancher is None:
+        raise ContractError("verification draws continuations, but the credit context has no brancher")
     requests = [BranchRequest(b.group.trajectories[b.target], b.turns[side], n) for b, side, n in asks]
     for (b, side, _), result in zip(asks, brancher.continue_from(requests, seed=seed)):
         b.tallies[side].add(result.won, result.policy_version)
 
 
-def verify(brancher: Any, segments: list[Boundaries], *, k: int, rule: str, round_size: int,
+def verify(brancher: BrancherContract | None, segments: list[Boundaries], *, k: int, rule: str, round_size: int,
            confidence: float, free_samples: bool, seed: int, saturation: bool = False) -> list[Verdict]:
     """Verify every segment of a step under ``rule`` ("fixed" or "adaptive"); one verdict per segment."""
     for b in segments:

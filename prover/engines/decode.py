@@ -22,11 +22,11 @@ Models whose every layer is full attention over a ``DynamicCache`` only (``prefi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.logits_process import (
+    LogitsProcessor,
     LogitsProcessorList,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
@@ -53,8 +53,8 @@ class ReservedLayer(DynamicLayer):
         self.keys, self.values = self.key_buffer[:, :, :0], self.value_buffer[:, :, :0]
         self.is_initialized = True
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object,
+               **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         start = self.keys.shape[-2]
@@ -104,7 +104,7 @@ class Decoded:
     cache: DynamicCache
 
 
-def warpers(params: SamplingParams, processors: list[Any] | None) -> LogitsProcessorList:
+def warpers(params: SamplingParams, processors: list[LogitsProcessor] | None) -> LogitsProcessorList:
     """The caller's processors, then what sampling applies, in ``generate``'s order."""
     chain = LogitsProcessorList(processors or [])
     if params.temperature > 0:
@@ -118,8 +118,9 @@ def warpers(params: SamplingParams, processors: list[Any] | None) -> LogitsProce
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all: about 8% of a one-row step (no_grad keeps version counts)
-def decode(model: Any, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
-           params: SamplingParams, stops: list[int], pad_id: int, processors: list[Any] | None = None) -> Decoded:
+def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
+           params: SamplingParams, stops: list[int], pad_id: int,
+           processors: list[LogitsProcessor] | None = None) -> Decoded:
     """Generate up to ``params.max_new_tokens`` tokens for each row of ``ids`` (left padded, mask ``attn``),
     continuing ``cache``, which holds the KV of the first ``cache.get_seq_length()`` columns and has room for
     ``ids.shape[1] + max_new_tokens - 1`` in all."""

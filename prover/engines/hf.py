@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import torch
 from pydantic import Field
 
-from prover.engines.base import Engine
+from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
 from prover.engines.kv_cache import PrefixCache, row_columns
 from prover.engines.prefix import (
@@ -34,6 +34,9 @@ from prover.errors import CapabilityError
 from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer, model_positions, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
+
+if TYPE_CHECKING:
+    from transformers import DynamicCache, LogitsProcessor
 
 PREFIX_CACHE_MB = ("Most MiB of KV the engine keeps across generate calls, to serve later prompts' prefixes "
                    "(a chat's next turn, a group's episodes, a branch point's continuations); least recently "
@@ -86,7 +89,7 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
-                 logits_processor: Callable[[], list[Any]] | None = None) -> list[Generation]:
+                 logits_processor: Callable[[], list[LogitsProcessor]] | None = None) -> list[Generation]:
         """``logits_processor``: builds fresh transformers logits processors for each chunk (they may hold
         per-sequence state, e.g. a grammar matcher); it may restrict which tokens can be drawn. The
         log-probs returned are still those of the unrestricted, temperature-scaled distribution."""
@@ -119,7 +122,7 @@ class HFEngine(Engine):
         return {self.cache_kwarg: prefill_duplicates(self.model, ids, attn, plan, self.cache_kwarg)}, plan.computed
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams,
-                        processors: list[Any] | None = None) -> list[Generation]:
+                        processors: list[LogitsProcessor] | None = None) -> list[Generation]:
         ids, attn = layout(prompts, self.pad_id)
         ids, attn, length = ids.to(self.device), attn.to(self.device), ids.shape[1]
         own_loop = self.decode_loop and self.sharing == "prefix"
@@ -150,7 +153,8 @@ class HFEngine(Engine):
 
     def _transformers_generate(self, ids: torch.Tensor, attn: torch.Tensor, cache: dict[str, Any],
                                params: SamplingParams, stops: list[int],
-                               processors: list[Any] | None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+                               processors: list[LogitsProcessor] | None
+                               ) -> tuple[torch.Tensor, torch.Tensor, DynamicCache]:
         """``model.generate`` continuing ``cache``: the new tokens, their log-probs and the grown cache."""
         sample = params.temperature > 0
         kwargs: dict[str, Any] = {"do_sample": sample, **cache}
@@ -170,7 +174,8 @@ class HFEngine(Engine):
             logits = logits / params.temperature
         return new, gather_logprobs(logits, new), cache_of(out)
 
-    def _keep(self, prompts: list[list[int]], gens: list[Generation], cache: Any, length: int, steps: int) -> None:
+    def _keep(self, prompts: list[list[int]], gens: list[Generation], cache: DynamicCache, length: int,
+              steps: int) -> None:
         """Put each row's prompt and completion columns in the prefix cache: all that generate ran, which
         is every token but the last one it sampled (never fed back), and nothing after a row stopped."""
         layers = cache_layers(cache)
@@ -196,7 +201,7 @@ class HFEngine(Engine):
                 "cost/cached_tokens": float(prompt - computed),
                 "engine/cached_ratio": (prompt - computed) / prompt if prompt else 0.0}
 
-    def update_weights(self, learner: Any) -> None:
+    def update_weights(self, learner: WeightSource) -> None:
         """Load the learner's full weights; with LoRA they come merged, under the base model's names."""
         state = learner.policy_state_dict()
         if not state:  # FSDP / ZeRO-3 gather the full weights on the main process only

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from prover.engines.decode import reserved_cache
 from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
+
+if TYPE_CHECKING:
+    from transformers import DynamicCache
 
 # Below this many tokens a chunk-wide common prefix (the chat template's opening tokens) saves less than
 # the extra forward pass costs; duplicates are shared whatever their length.
@@ -52,11 +55,11 @@ class Prefilled:
     """The KV of every row's prompt but its last token, laid out left padded (None when every prompt is one
     token), and the prompt tokens run for each row (its last token included)."""
 
-    cache: Any
+    cache: DynamicCache | None
     computed: list[int]
 
 
-def cache_kwarg(model: Any) -> str:
+def cache_kwarg(model: torch.nn.Module) -> str:
     """The name a KV cache goes by in ``forward`` and ``generate``: ``cache`` from transformers 5, else
     ``past_key_values``."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -67,21 +70,21 @@ def cache_of(out: Any) -> Any:
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
-def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def cache_layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's (keys, values), (batch, kv_heads, columns, head_dim), of a ``DynamicCache``."""
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
     return list(zip(cache.key_cache, cache.value_cache))  # transformers 4
 
 
-def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
     from transformers import DynamicCache
 
     return DynamicCache(layers)  # (ddp_cache_data): one full-attention layer per (keys, values)
 
 
 @torch.no_grad()
-def sharing_mode(model: Any, device: str) -> str:
+def sharing_mode(model: torch.nn.Module, device: str) -> str:
     """What this model can share: ``prefix`` (cached prefixes of any length), ``duplicates``, or ``none``.
     Decided once, from the cache a one-token forward pass builds (layer types are not in every config)."""
     if getattr(getattr(model, "generation_config", None), "cache_implementation", None):
@@ -143,7 +146,8 @@ def plan_duplicates(prompts: list[list[int]]) -> SharePlan | None:
 
 
 @torch.no_grad()
-def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan, kwarg: str) -> Any:
+def prefill_duplicates(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, plan: SharePlan,
+                       kwarg: str) -> DynamicCache:
     """The KV cache of every row's prompt but its last column, each distinct prompt's on one row and copied
     to its duplicates. ``ids`` and ``attn`` are on the model's device, laid out by ``layout``."""
     width = ids.shape[1] - 1  # generate runs the last column itself, on every row
@@ -158,7 +162,7 @@ def prefill_duplicates(model: Any, ids: torch.Tensor, attn: torch.Tensor, plan: 
 
 # -- full attention: prefixes from the cache, the rest batched -------------------------------------------
 @torch.no_grad()
-def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg: str,
+def prefill_from(model: torch.nn.Module, prompts: list[list[int]], store: PrefixCache, kwarg: str,
                  capacity: int | None = None) -> Prefilled:
     """Every row's prompt KV but its last token, from ``store`` where it holds a prefix, the rest computed
     (once per distinct prompt; the chunk's common prefix once, kept in ``store``). With ``capacity``, laid out
@@ -185,7 +189,7 @@ def prefill_from(model: Any, prompts: list[list[int]], store: PrefixCache, kwarg
                      computed)
 
 
-def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
+def extend(model: torch.nn.Module, seqs: list[list[int]], store: PrefixCache, kwarg: str) -> list[tuple[KV, int]]:
     """Each of ``seqs``' KV, and how many of its tokens were run: the longest prefix ``store`` holds is
     taken from it, the rests of all of them run in one batch."""
     found = [store.match(s) for s in seqs]
@@ -199,7 +203,8 @@ def extend(model: Any, seqs: list[list[int]], store: PrefixCache, kwarg: str) ->
     return [(kv, len(s) - n) for kv, s, n in zip(kvs, seqs, reuse)]  # type: ignore[misc]
 
 
-def run_rests(model: Any, seqs: list[list[int]], cached: list[KV | None], reuse: list[int], kwarg: str) -> list[KV]:
+def run_rests(model: torch.nn.Module, seqs: list[list[int]], cached: list[KV | None], reuse: list[int],
+              kwarg: str) -> list[KV]:
     """Run ``seq[reuse:]`` of each row after its cached columns: those right-aligned to column C (the
     longest), the rests from C on, right padded; returns each row's columns, cached and new."""
     device = next(model.parameters()).device
@@ -221,7 +226,7 @@ def run_rests(model: Any, seqs: list[list[int]], cached: list[KV | None], reuse:
 
 
 def left_padded(kvs: list[KV | None], lengths: list[int], width: int | None = None,
-                capacity: int | None = None) -> Any:
+                capacity: int | None = None) -> DynamicCache | None:
     """One ``DynamicCache`` of ``width`` columns (default: the longest row) with row b's ``lengths[b]``
     columns last and zeros (masked keys) before them; None when it would have no columns. With ``capacity``,
     its layers reserve that many columns (``decode.reserved_cache``), the rows written straight into them."""

@@ -34,7 +34,7 @@ A server that is down, too slow or answers nonsense is an ``EngineError`` line n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.distributed import process_rank, world_size
-from prover.engines.base import Engine
+from prover.engines.base import Engine, WeightSource
 from prover.engines.sglang_http import ServerClient, api_key_from_env, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights, probe_readback
 from prover.errors import EngineError
@@ -223,7 +223,7 @@ class SGLangEngine(Engine):
     name = "sglang"
     Config = SGLangSettings
 
-    def __init__(self, model_path: str | Path, dtype: str = "float32", **kwargs: Any) -> None:
+    def __init__(self, model_path: str | Path, dtype: str = "float32", **kwargs: object) -> None:
         """``model_path``: the policy folder the run starts from (its tokenizer is used here, its weights
         are loaded into the servers); ``dtype`` is unused, each server keeps its own ``--dtype``."""
         self.config = cfg = self.validate_kwargs(kwargs)
@@ -299,7 +299,7 @@ class SGLangEngine(Engine):
             out[i] = lp
         return out
 
-    def _spread(self, prompts: list[list[int]], new_tokens: int, run: Any) -> list[Any]:
+    def _spread(self, prompts: list[list[int]], new_tokens: int, run: Callable[..., Any]) -> list[Any]:
         """``run(server, indices)`` on each server's share of ``prompts``, concurrently; results in order."""
         owners = self.router.assign(prompts, new_tokens)
         shares = {s: [i for i, o in enumerate(owners) if o == s] for s in sorted(set(owners))}
@@ -338,7 +338,7 @@ class SGLangEngine(Engine):
         return values
 
     # -- weights and metrics ---------------------------------------------------------------------
-    def update_weights(self, learner: Any) -> None:
+    def update_weights(self, learner: WeightSource) -> None:
         """Push the learner's weights to every server. Across processes, every one must call it (FSDP and
         ZeRO-3 gather the full weights from all of them); the main one pushes, and the caller waits for it
         before sampling again."""

@@ -28,10 +28,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from prover.errors import EngineError
 from prover.httpio import fetch
+
+T = TypeVar("T")
 
 API_KEY_ENV = "PROVER_SGLANG_API_KEY"  # the servers' --api-key; read from here, never from a config
 
@@ -63,7 +65,7 @@ def busy_reply(path: str, status: int, raw: bytes) -> bool:
     return status == 400 and (path == "/flush_cache" or any(m in text for m in BUSY_MARKERS))
 
 
-def when_idle(call: Callable[[], Any], deadline_s: float, backoff_s: float = 0.25, cap_s: float = 5.0) -> Any:
+def when_idle(call: Callable[[], T], deadline_s: float, backoff_s: float = 0.25, cap_s: float = 5.0) -> T:
     """``call()``, repeated with doubling waits (up to ``cap_s``) while the server answers ``ServerBusy``, for
     at most ``deadline_s`` seconds, as slime's and verl's SGLang clients retry a refused flush. A request
     whose client timed out keeps running on the server, so a sync can meet one."""
@@ -115,12 +117,12 @@ class ServerClient:
     def get(self, path: str, timeout_s: float | None = None, expect_json: bool = True) -> Any:
         return self.call("GET", path, None, timeout_s, expect_json)
 
-    def post(self, path: str, body: Any = None, timeout_s: float | None = None, expect_json: bool = True,
+    def post(self, path: str, body: object = None, timeout_s: float | None = None, expect_json: bool = True,
              retry: bool = True) -> Any:
         """``retry=False`` for calls that must not run twice (joining a group, receiving a broadcast)."""
         return self.call("POST", path, body, timeout_s, expect_json, retry)
 
-    def call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
+    def call(self, method: str, path: str, body: object, timeout_s: float | None, expect_json: bool,
              retry: bool = True) -> Any:
         try:
             return self._call(method, path, body, timeout_s, expect_json, retry)
@@ -129,7 +131,7 @@ class ServerClient:
                 raise type(exc)(redact(str(exc), self._key)) from None
             raise
 
-    def _call(self, method: str, path: str, body: Any, timeout_s: float | None, expect_json: bool,
+    def _call(self, method: str, path: str, body: object, timeout_s: float | None, expect_json: bool,
               retry: bool) -> Any:
         timeout = timeout_s or self.timeout_s
         retries = self.retries if retry else 0
@@ -160,7 +162,7 @@ class ServerClient:
                f"it was started with --api-key: set {API_KEY_ENV} to that key")
         return EngineError(f"{self.name}: {path} answered HTTP {status}: {first_line(raw)}; {fix}")
 
-    def _once(self, method: str, path: str, body: Any, timeout: float) -> tuple[int, bytes]:
+    def _once(self, method: str, path: str, body: object, timeout: float) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
         try:
@@ -193,7 +195,7 @@ class ServerClient:
             raise EngineError(f"{self.name}: {path} sent a reply that is not JSON (starts {head!r})") from exc
 
 
-def reply_field(server: ServerClient, path: str, reply: Any, key: str) -> Any:
+def reply_field(server: ServerClient, path: str, reply: object, key: str) -> Any:
     """``reply[key]``; a reply without it is one ``EngineError`` naming the endpoint and the field."""
     if not isinstance(reply, dict) or key not in reply:
         got = f"keys {sorted(reply)[:8]}" if isinstance(reply, dict) else f"a {type(reply).__name__}"
@@ -202,7 +204,7 @@ def reply_field(server: ServerClient, path: str, reply: Any, key: str) -> Any:
     return reply[key]
 
 
-def positive_int(server: ServerClient, path: str, reply: Any, key: str) -> int:
+def positive_int(server: ServerClient, path: str, reply: object, key: str) -> int:
     value = reply_field(server, path, reply, key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise EngineError(f"{server.name}: {path} field {key!r} is {value!r}, not a positive integer")

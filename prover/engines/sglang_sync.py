@@ -36,18 +36,22 @@ import threading
 import weakref
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from prover.engines.sglang_http import ServerBusy, ServerClient, positive_int, together, when_idle
 from prover.errors import ConfigError, EngineError
 
+if TYPE_CHECKING:
+    import torch
+
 CHECK_ROWS = 100  # SGLang's default truncate_size: the first rows of a parameter
 CLOSE_WAIT_S = 10.0  # most seconds close() waits for the weight group to be torn down
 
 
 class DiskSync:
+    # cfg: the engine's SGLangSettings, untyped here because prover.engines.sglang imports this module
     def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
         self.servers, self.cfg = servers, cfg
         self.version = 0
@@ -95,6 +99,7 @@ class DiskSync:
 class DistributedSync(DiskSync):
     """Starts from a folder like ``DiskSync``; every later sync is a broadcast."""
 
+    # cfg: the engine's SGLangSettings, untyped here because prover.engines.sglang imports this module
     def __init__(self, servers: list[ServerClient], cfg: Any) -> None:
         super().__init__(servers, cfg)
         self.group: Any = None
@@ -190,7 +195,7 @@ class DistributedSync(DiskSync):
             except EngineError:
                 pass
 
-    def _send(self, bucket: list[tuple[str, Any]], device: Any) -> None:
+    def _send(self, bucket: list[tuple[str, torch.Tensor]], device: torch.device) -> None:
         import torch.distributed as dist
 
         # no flush per bucket: the flush after /end_weight_update waits out running requests

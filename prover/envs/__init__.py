@@ -6,7 +6,7 @@ importing prover (or listing the names) imports no env.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prover.envs.agent_spec import AgentSpec, ParsedAction
 from prover.envs.base import ReplaySnapshot, TextEnv
@@ -15,13 +15,16 @@ from prover.envs.global_rng import protected_class
 from prover.errors import ConfigError, ContractError
 from prover.registry import ENVS
 
+if TYPE_CHECKING:
+    from prover.config import EnvConfig
 
-def make_configured_env(env: Any) -> TextEnv:
+
+def make_configured_env(env: EnvConfig) -> TextEnv:
     """The run's env from its ``env`` config section (name, kwargs, isolate_global_rng)."""
     return make_env(env.name, isolate_global_rng=env.isolate_global_rng, **env.kwargs)
 
 
-def make_env(name: str, /, isolate_global_rng: bool = False, **kwargs: Any) -> TextEnv:
+def make_env(name: str, /, isolate_global_rng: bool = False, **kwargs: object) -> TextEnv:
     """Build the env registered as ``name`` with ``kwargs``; the result must be a ``TextEnv``. Its global
     RNGs are kept per instance (``prover.envs.global_rng``) when its class declares ``uses_global_rng`` or
     ``isolate_global_rng`` is set (the run's ``env.isolate_global_rng``)."""

@@ -39,7 +39,7 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def _short(value: Any, n: int = 80) -> str:
+def _short(value: object, n: int = 80) -> str:
     return _clip(repr(value), n)
 
 
@@ -79,7 +79,7 @@ def _random_picker(seed: int) -> Callable[[list[str], int], str]:
     return lambda actions, i: rng.choice(actions) if rng.random() > 0.1 else NONSENSE
 
 
-def _check_text(obs: Any, info: Any, where: str) -> None:
+def _check_text(obs: object, info: object, where: str) -> None:
     if problem := text_problem(obs, info):
         _fail("text", f"{where}: {problem}")
 
@@ -216,7 +216,7 @@ def _outcome(step_out: tuple) -> tuple:
             tuple(info.get("admissible_actions") or ()))
 
 
-def _future(env: TextEnv, snap: Any, actions: list[str] | None, info: dict, seed: int) -> tuple[list, list]:
+def _future(env: TextEnv, snap: object, actions: list[str] | None, info: dict, seed: int) -> tuple[list, list]:
     """Restore ``snap`` and play ``actions`` (or, when None, pick them at random); stop at the first end.
     Returns (actions played, outcomes). A truncated step is played but not kept: keys may leave out the
     step count on purpose (GiGPO groups the same state across turns), so truncation may come at different

@@ -97,7 +97,7 @@ def check_reset_lockstep(env: TextEnv, twin: TextEnv, seed: int, n_steps: int, p
                    f"seeds {seeds[0]} and {seeds[1]} from reset", step, fail)
 
 
-def check_restore_lockstep(env: TextEnv, twin: TextEnv, snap: Any, info: dict, where: str, n_steps: int,
+def check_restore_lockstep(env: TextEnv, twin: TextEnv, snap: object, info: dict, where: str, n_steps: int,
                            picker: Callable, step: Callable, fail: Callable[[str, str], None]) -> None:
     """A snapshot restored into both instances: its future alone, then both restored and in lockstep."""
     def start(e: TextEnv) -> dict:

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import inspect
 import random
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from prover.types import Trajectory
 
 NP_SEED_MOD = 2**32  # np.random.seed takes 0 .. 2**32 - 1
 
@@ -69,7 +73,7 @@ class GlobalRngSlot:
         self._depth += 1
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._depth -= 1
         if self._depth == 0 and self._outer is not None:
             self.py_state, self.np_state = random.getstate(), np.random.get_state()
@@ -96,7 +100,7 @@ class GlobalRngIsolation:
     uses_global_rng = True
     _global_rng: GlobalRngSlot
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self._global_rng = GlobalRngSlot()
         with self._global_rng:
             super().__init__(*args, **kwargs)
@@ -112,12 +116,12 @@ class GlobalRngIsolation:
         with self._global_rng:
             return super().step(action)  # type: ignore[misc]
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> object:
         with self._global_rng:
             inner = super().snapshot()  # type: ignore[misc]
             return RngSnapshot(inner, self._global_rng.states())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         with self._global_rng:
             if isinstance(snapshot, RngSnapshot):
                 super().restore(snapshot.inner)  # type: ignore[misc]
@@ -125,7 +129,7 @@ class GlobalRngIsolation:
             else:  # the base class names what it expected
                 super().restore(snapshot)  # type: ignore[misc]
 
-    def state_key(self) -> Any:
+    def state_key(self) -> Hashable:
         with self._global_rng:
             return super().state_key()  # type: ignore[misc]
 
@@ -137,7 +141,7 @@ class GlobalRngIsolation:
         with self._global_rng:
             return super().gold()  # type: ignore[misc]
 
-    def pivotal_turns(self, trajectory: Any) -> list[int] | None:
+    def pivotal_turns(self, trajectory: Trajectory) -> list[int] | None:
         with self._global_rng:
             return super().pivotal_turns(trajectory)  # type: ignore[misc]
 

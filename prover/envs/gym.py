@@ -88,14 +88,14 @@ def gymnasium_ids(names: list[str]) -> dict[str, str]:
     return ids
 
 
-def make_prover_env(prover_env: str, **kwargs: Any) -> TextEnv:
+def make_prover_env(prover_env: str, **kwargs: object) -> TextEnv:
     """Gymnasium's entry point for every ``prover/...`` id: the prover env ``prover_env`` built with ``kwargs``."""
     from prover.envs import make_env
 
     return make_env(prover_env, **kwargs)
 
 
-def _is_adapter(target: Any) -> bool:
+def _is_adapter(target: object) -> bool:
     """Whether a registry target is this module's adapter (a Gymnasium env wrapped back into Gymnasium)."""
     if isinstance(target, str):
         return target.partition(":")[0] == __name__
@@ -197,7 +197,7 @@ class GymnasiumTextEnv(TextEnv):
 
     def __init__(self, *, id: str, deterministic: bool = False, obs_to_text: ObsToText = None,
                  success: Success = "auto", action_names: ActionNames = None, task: TaskText = None,
-                 **gym_kwargs: Any) -> None:
+                 **gym_kwargs: object) -> None:
         self.gym_id = id
         self._task_text = task
         self.success = SuccessRule(success, f"gymnasium env {id!r}")
@@ -235,7 +235,7 @@ class GymnasiumTextEnv(TextEnv):
         """The Gymnasium env this one runs (a new object after each ``restore``)."""
         return self._env
 
-    def _text(self, obs: Any, method: str) -> str:
+    def _text(self, obs: object, method: str) -> str:
         if self._obs_to_text is not None:
             text = self._obs_to_text(obs, self._env)
             if not isinstance(text, str):
@@ -291,7 +291,7 @@ class GymnasiumTextEnv(TextEnv):
     def state_key(self) -> Hashable:
         return self._replay_seed, self._replay_options, tuple(self._moves)
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         """Re-make the Gymnasium env, so that nothing a reset leaves behind survives, then replay."""
         self._require_snapshots()
         self._env.close()
@@ -322,7 +322,7 @@ class DeterministicGymnasiumTextEnv(GymnasiumTextEnv):
     can_snapshot = True
 
     def __init__(self, *, id: str, obs_to_text: ObsToText = None, success: Success = "auto",
-                 action_names: ActionNames = None, task: TaskText = None, **gym_kwargs: Any) -> None:
+                 action_names: ActionNames = None, task: TaskText = None, **gym_kwargs: object) -> None:
         super().__init__(id=id, deterministic=True, obs_to_text=obs_to_text, success=success,
                          action_names=action_names, task=task, **gym_kwargs)
 

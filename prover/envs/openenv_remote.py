@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Hashable
-from typing import Annotated, Any
+from collections.abc import Callable, Hashable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import Field
 
 from prover.envs.base import TextEnv
 from prover.envs.success import SuccessRule
 from prover.errors import ConfigError, EnvFaultError
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core==0.3.0)"
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -72,7 +75,7 @@ class OpenEnvTextEnv(TextEnv):
         self._moves: list[str] = []
         self._task = ""
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a server's refusal, a timeout, a closed session: one line

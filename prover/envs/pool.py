@@ -17,8 +17,8 @@ the rollout snapshots each episode right after its reset (``Rollout._instances``
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from prover.envs.base import TextEnv
 
@@ -27,7 +27,7 @@ class Holder(Protocol):
     """What the pool needs of an episode: its instance, its state while off it, whether it still needs one."""
 
     env: TextEnv
-    saved: Any  # a snapshot of the episode's state while another episode holds ``env``; None: none pending
+    saved: object  # a snapshot of the episode's state while another episode holds ``env``; None: none pending
     done: bool
 
 
@@ -57,7 +57,7 @@ class EnvPool:
         self._holders = {}
         return self._shared
 
-    def assign(self, live: list[Holder]) -> None:
+    def assign(self, live: Sequence[Holder]) -> None:
         """Before a turn: each live episode keeps the instance that holds its state; the others get the
         instances no live episode holds, then share round the rest."""
         if not self._shared or len(live) <= 1:

@@ -44,7 +44,7 @@ def actions_problem(actions: list | tuple) -> str:
     return ""
 
 
-def text_problem(obs: Any, info: Any) -> str:
+def text_problem(obs: object, info: object) -> str:
     """Why the agent-facing text of an env's answer (the observation, ``info['task']``, each admissible
     action) cannot be used, in one line, or ''. Types are the contract check's business; only strings are
     looked at here."""

@@ -255,6 +255,7 @@ class AgenticJudge(Judge):
     """The loop; subclasses say which ``ChatModel`` answers (``make_chat``)."""
 
     Config = LoopSettings
+    config: LoopSettings  # the parsed settings of ``Config``
 
     def __init__(self, config: LoopSettings | None = None, chat: ChatModel | None = None) -> None:
         super().__init__(config)
@@ -352,6 +353,7 @@ class LiteLLMJudge(AgenticJudge):
     judge.api_base=http://127.0.0.1:30000/v1`` for a local SGLang/vLLM server."""
 
     Config = LiteLLMJudgeConfig
+    config: LiteLLMJudgeConfig  # the parsed settings of ``Config``
 
     def __init__(self, config: LiteLLMJudgeConfig | None = None, chat: ChatModel | None = None) -> None:
         super().__init__(config, chat)
@@ -375,6 +377,7 @@ class LocalJudge(AgenticJudge):
     ``judge.name=local judge.model_path=/path/to/Qwen3.5-9B``: the same loop, no server."""
 
     Config = LocalJudgeConfig
+    config: LocalJudgeConfig  # the parsed settings of ``Config``
 
     def make_chat(self) -> ChatModel:
         return LocalChat(self.config)

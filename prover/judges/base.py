@@ -4,16 +4,18 @@ A judge reads one rollout group and names the segment of a successful trajectory
 the difference against the failed ones. It proposes; it never writes advantages. The framework
 validates every proposal with ``validate_segment`` (here, shared by every judge and by ProVer) and
 verifies it by branching. A judge's own settings are a pydantic ``Config`` read from the ``judge:``
-section of the run config, like a credit method's.
+section of the run config, like a credit method's. ``JudgeContract`` is the spec, method by method, and what
+a credit method may rely on (``CreditContext.judge``); ``Judge`` is the base class a judge plugin subclasses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from prover.plugin_config import Configurable
+from prover.registry import required
 from prover.types import JudgeRequest, JudgeResult, Segment
 
 if TYPE_CHECKING:
@@ -29,11 +31,43 @@ class JudgeSettings(BaseModel):
                                   "of training on as plain GRPO; 0 never stops.")
 
 
+@runtime_checkable
+class JudgeContract(Protocol):
+    """The judge contract. ``config`` is the judge's parsed settings; every judge has the ``JudgeSettings``
+    fields (``max_failed_steps``)."""
+
+    config: JudgeSettings
+
+    def propose(self, request: JudgeRequest) -> JudgeResult:
+        """Read ``request`` (one group: the target success, the failed trajectories, the most turns ``L`` a
+        segment may span) and answer with a ``Proposal`` (the segment that most likely made the difference,
+        and why), or with none and why in ``failure``; ``usage`` counts what the answer cost, and ``error``
+        names the kind of a failed request ("http_401", ...). A proposal need not be valid: the framework
+        checks it with ``validate_segment``. What a model or a server does (a bad key, a timeout, an answer
+        that does not parse) is a result with ``failure`` set, never an exception, so that one group's
+        failure does not end the step (``prover.judges.health`` stops a run whose judge keeps failing)."""
+        ...
+
+    def propose_all(self, requests: list[JudgeRequest]) -> list[JudgeResult]:
+        """One result per request, in order (``propose`` of each; LLM judges run them concurrently)."""
+        ...
+
+    def check_ready(self) -> None:
+        """Raise a one-line ``ProverError`` now if the judge cannot work (a missing API key, model or
+        server), so that a run fails before its first rollout rather than after it."""
+        ...
+
+    def close(self) -> None:
+        """Release servers, threads or models the judge holds; idempotent."""
+        ...
+
+
 class Judge(Configurable):
-    """Base class. Subclasses set ``Config`` and implement ``propose``; the settings rule is every plugin's
-    (``prover.plugin_config.Configurable``)."""
+    """Base class of every judge (``JudgeContract`` is the spec). Subclasses set ``Config`` and implement
+    ``propose``; the settings rule is every plugin's (``prover.plugin_config.Configurable``)."""
 
     Config: ClassVar[type[JudgeSettings]] = JudgeSettings
+    config: JudgeSettings  # the parsed settings of ``Config``; a judge declares its own ``Config``'s type
 
     def __init__(self, config: JudgeSettings | None = None) -> None:
         self.config = config if config is not None else self.Config()
@@ -41,7 +75,8 @@ class Judge(Configurable):
     @classmethod
     def parse_config(cls, train_cfg: TrainConfig) -> JudgeSettings:
         """The judge's own fields of the ``judge:`` section (``parse_settings``: one line on a bad one)."""
-        return cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge", str(train_cfg.judge.name))
+        return cast(JudgeSettings, cls.parse_settings(dict(train_cfg.judge.model_extra or {}), "judge",
+                                                      str(train_cfg.judge.name)))  # an instance of cls.Config
 
     @classmethod
     def validate_config(cls, train_cfg: TrainConfig) -> None:
@@ -51,6 +86,7 @@ class Judge(Configurable):
     def from_train_config(cls, train_cfg: TrainConfig) -> Judge:
         return cls(cls.parse_config(train_cfg))
 
+    @required
     def propose(self, request: JudgeRequest) -> JudgeResult:
         raise NotImplementedError
 

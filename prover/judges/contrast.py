@@ -157,10 +157,11 @@ class ContrastJudge(Judge):
     aligned by the env's true ``state_key`` (hidden state no agent or LLM judge sees; ``align``)."""
 
     Config = ContrastSettings
+    config: ContrastSettings  # the parsed settings of ``Config``
 
     @classmethod
-    def reads_hidden_state(cls, settings: ContrastSettings) -> bool:
-        return settings.align == "state"
+    def reads_hidden_state(cls, settings: JudgeSettings) -> bool:
+        return isinstance(settings, ContrastSettings) and settings.align == "state"
 
     def propose(self, request: JudgeRequest) -> JudgeResult:
         success = request.success
@@ -244,3 +245,4 @@ class TextContrastJudge(ContrastJudge):
     and its actions, never by ``state_key``; a like-for-like baseline for an LLM judge."""
 
     Config = TextContrastSettings
+    config: TextContrastSettings  # the parsed settings of ``Config``

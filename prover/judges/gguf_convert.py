@@ -271,7 +271,7 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("convert-gguf", help="convert a GGUF model (default: the packaged SmolLM2-135M-Instruct) "
                        "into a cached Hugging Face folder for judge.name=local")
     c.add_argument("gguf", nargs="?", help=f"a GGUF file (default: {GGUF_NAME} from the {PACKAGE} package)")

@@ -9,11 +9,14 @@ stops the run with a ``JudgeError`` after ``judge.max_failed_steps`` such steps 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prover.chat import cut_text, redact_keys
 from prover.errors import JudgeError
 from prover.types import JudgeResult, JudgeUsage
+
+if TYPE_CHECKING:
+    from prover.judges.base import JudgeContract
 
 REASON_CHARS = 500  # what a saved group keeps of why its judge gave no proposal
 
@@ -61,7 +64,7 @@ class FailureWatch:
     def __init__(self) -> None:
         self.streak = 0
 
-    def observe(self, usage: JudgeUsage, results: list[JudgeResult], judge: Any, step: int) -> None:
+    def observe(self, usage: JudgeUsage, results: list[JudgeResult], judge: JudgeContract | None, step: int) -> None:
         """Raise ``JudgeError`` when this step makes ``judge.max_failed_steps`` (> 0; a setting of every
         judge) all-failed steps in a row."""
         if not results:

@@ -22,7 +22,6 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prover.errors import ConfigError
 from prover.judges.gguf_convert import cache_root, installed_file
@@ -90,7 +89,7 @@ def judge_overrides(alias: str, port: int) -> str:
             "judge.concurrency=1 judge.timeout_s=300")  # one model serves every request; CPU calls take seconds
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve-judge", help="serve a PyPI-shipped GGUF judge with llama.cpp on 127.0.0.1 "
                        "(needs the llamacpp extra)")
     s.add_argument("--model", choices=sorted(SHIPPED), default="qwen2.5-coder-1.5b", help="which shipped model")

@@ -14,7 +14,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeGuard
 
 from prover.chat.render import clip_line, cut_text
 from prover.types import Group, Trajectory, Turn
@@ -116,11 +116,12 @@ def search_hits(group: Group, query: str, top_k: int = 5, failed_only: bool = Tr
     return hits[:top_k]
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: object) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def search_trajectory(group: Group, query: Any, top_k: Any = 5, failed_only: bool = True) -> list[SearchHit] | str:
+def search_trajectory(group: Group, query: object, top_k: object = 5,
+                      failed_only: bool = True) -> list[SearchHit] | str:
     """``search_hits`` with a model's arguments checked; a bad argument gives an ``error: ...`` string."""
     if not isinstance(query, str) or not query.strip():
         return f"error: query must be a non-empty string (got {query!r})"
@@ -131,7 +132,7 @@ def search_trajectory(group: Group, query: Any, top_k: Any = 5, failed_only: boo
     return search_hits(group, query, top_k, failed_only)
 
 
-def find_trajectory(group: Group, traj_id: Any) -> Trajectory | str:
+def find_trajectory(group: Group, traj_id: object) -> Trajectory | str:
     ids = [t.traj_id for t in group.trajectories]
     if not isinstance(traj_id, str):
         return f"error: traj_id must be a string, one of {ids} (got {traj_id!r})"
@@ -143,7 +144,7 @@ def find_trajectory(group: Group, traj_id: Any) -> Trajectory | str:
     return f"error: no trajectory {traj_id!r} in this group; its ids are {ids}{hint}"
 
 
-def get_segment(group: Group, traj_id: Any, start_turn: Any, end_turn: Any) -> list[tuple[int, str]] | str:
+def get_segment(group: Group, traj_id: object, start_turn: object, end_turn: object) -> list[tuple[int, str]] | str:
     """(turn index, turn text) for turns ``start_turn..end_turn`` (inclusive) of one trajectory of the
     group, at most ``MAX_SEGMENT_TURNS`` of them; a bad id or range gives an ``error: ...`` string."""
     traj = find_trajectory(group, traj_id)
@@ -160,7 +161,7 @@ def get_segment(group: Group, traj_id: Any, start_turn: Any, end_turn: Any) -> l
     return [(t, turn_text(traj.turns[t])) for t in range(start_turn, end_turn + 1)]
 
 
-def parse_arguments(arguments: Any) -> dict | str:
+def parse_arguments(arguments: object) -> dict | str:
     """A tool call's arguments (a JSON object as text, or already a dict) -> dict, or an error string."""
     if isinstance(arguments, dict):
         return arguments
@@ -175,13 +176,13 @@ def parse_arguments(arguments: Any) -> dict | str:
     return value
 
 
-def run_tool(group: Group, name: str, arguments: Any, max_chars: int = MAX_TOOL_CHARS) -> str:
+def run_tool(group: Group, name: str, arguments: object, max_chars: int = MAX_TOOL_CHARS) -> str:
     """Answer one research tool call with text for the model, at most ``max_chars`` characters of it
     (plus a note of what was cut). Never raises on the model's input."""
     return cut_text(_answer_tool(group, name, arguments), max_chars)
 
 
-def _answer_tool(group: Group, name: str, arguments: Any) -> str:
+def _answer_tool(group: Group, name: str, arguments: object) -> str:
     args = parse_arguments(arguments)
     if isinstance(args, str):
         return args

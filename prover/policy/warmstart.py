@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prover.envs.base import TextEnv
 from prover.envs.text import text_problem, unencodable
@@ -19,13 +19,18 @@ from prover.episode_chat import EpisodeChat
 from prover.errors import CapabilityError, EnvTextError
 from prover.turn_prompts import agent_spec_for, bounded_text, encode_completion, fit_prompt
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from prover.envs.agent_spec import AgentSpec
+
 
 @dataclass
 class _Cloner:
     """What every expert episode of a warm start shares."""
 
-    tokenizer: Any
-    spec: Any
+    tokenizer: PreTrainedTokenizerBase
+    spec: AgentSpec
     chat: EpisodeChat | None
     rng: random.Random
     random_share: float
@@ -91,7 +96,8 @@ def off_plan_line(env: TextEnv, ended: int, episodes: int, random_share: float) 
             "to it are kept")
 
 
-def expert_rows(make_env: Callable[[], TextEnv], tokenizer: Any, *, episodes: int, random_share: float,
+def expert_rows(make_env: Callable[[], TextEnv], tokenizer: PreTrainedTokenizerBase, *, episodes: int,
+                random_share: float,
                 seed: int, max_turns: int, history_window: int | None = None,
                 chat_kwargs: dict | None = None, max_prompt_tokens: int | None = None,
                 on_episode: Callable[[], None] | None = None,

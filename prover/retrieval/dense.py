@@ -88,12 +88,12 @@ class DenseRetriever:
             raise RetrievalError(f"dense index {self.index_dir} holds {self.index.ntotal} vectors for "
                                  f"{len(self.passages)} passages; delete that folder to rebuild it")
 
-    def _write(self, folder: Path, embeddings: Any) -> None:
+    def _write(self, folder: Path, embeddings: np.ndarray) -> None:
         # the raw embeddings are kept too, so another index type can be built without re-encoding
         np.save(folder / EMBEDDINGS_FILE, embeddings)
         self._faiss.write_index(self.index, str(folder / INDEX_FILE))
 
-    def _encode(self, texts: Sequence[str]) -> Any:
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         vectors = load_model(self.device).encode(list(texts), batch_size=self.batch_size,
                                                  normalize_embeddings=True, convert_to_numpy=True,
                                                  show_progress_bar=False)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -164,7 +164,7 @@ class AlfworldSimEnv(TextEnv):
                         self.np_random.bit_generator.state, frozenset(self.inspected),
                         self.replay_record())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"AlfworldSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from AlfworldSimEnv.snapshot()")
@@ -201,5 +201,5 @@ class AlfworldSimV1Env(AlfworldSimEnv):
     """``alfworld-sim-v1``: the sim's first rules (``rules_v1.py``), kept so that earlier results can be
     reproduced. Everything else (text, grammar, scenes, splits, prompts) is the same env's."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(**{"rules": "v1", **kwargs})

@@ -35,7 +35,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 from prover.envs.base import TextEnv
 from prover.envs.pivot_sim.engine import INITIAL, INVALID, TASK, State, advance, arrives, choices, feedback, welcome
@@ -44,6 +44,9 @@ from prover.envs.pivot_sim.prompts import PRESETS
 from prover.envs.pivot_sim.search import Oracle
 from prover.envs.pivot_sim.world import CLUE_MODES, KIND_NAMES, SPLITS, WORDS_PER_KIND, World, corridor_length, generate
 from prover.errors import ConfigError, ContractError
+
+if TYPE_CHECKING:
+    from prover.types import Trajectory
 
 ORACLE_CACHE = 256  # tasks whose solved values are kept
 
@@ -63,7 +66,7 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(f"pivot-sim: {message}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -147,7 +150,7 @@ class PivotSimEnv(TextEnv):
         self._require_reset("snapshot")
         return Snapshot(self.world, self.state, self.np_random.bit_generator.state, self.replay_record())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"PivotSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from PivotSimEnv.snapshot()")
@@ -168,17 +171,17 @@ class PivotSimEnv(TextEnv):
         needed = ", ".join(f"the {s.right_item} (rack {i + 1} of {s.kind}s)" for i, s in enumerate(self.world.stations))
         return f"the vault needs {needed}; fillers and waiting change nothing"
 
-    def pivotal_turns(self, trajectory: Any) -> list[int]:
+    def pivotal_turns(self, trajectory: Trajectory) -> list[int]:
         """The pivotal turns of ``trajectory`` (definition in the module docstring); ``self`` is untouched."""
         oracle, states = self._replay(trajectory)
         return [t for t, state in enumerate(states[:-1]) if oracle.is_pivotal(state)]
 
-    def value_trace(self, trajectory: Any) -> list[float]:
+    def value_trace(self, trajectory: Trajectory) -> list[float]:
         """V* before each turn of ``trajectory`` and after its last one."""
         oracle, states = self._replay(trajectory)
         return [oracle.value(state) for state in states]
 
-    def _replay(self, trajectory: Any) -> tuple[Oracle, list[State]]:
+    def _replay(self, trajectory: Trajectory) -> tuple[Oracle, list[State]]:
         """The task's oracle and the states before each turn and after the last, replayed on a private env."""
         split, _, seed = str(trajectory.task_id).partition("/")
         if split not in SPLITS or not seed.lstrip("-").isdigit():

@@ -184,7 +184,7 @@ class SearchqaSimEnv(TextEnv):
                         self.np_random.bit_generator.state,
                         self.replay_record())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"SearchqaSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from SearchqaSimEnv.snapshot()")

@@ -44,7 +44,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from prover.envs.base import TextEnv
 from prover.envs.webshop_sim import engine
@@ -55,6 +55,9 @@ from prover.envs.webshop_sim.rules import Rules
 from prover.envs.webshop_sim.search import BM25
 from prover.envs.webshop_sim.truth import Oracle
 from prover.errors import ConfigError, ContractError
+
+if TYPE_CHECKING:
+    from prover.types import Trajectory
 
 SPLITS = ("train", "test")
 ORACLE_CACHE = 256  # tasks whose solved values are kept
@@ -177,7 +180,7 @@ class WebshopSimEnv(TextEnv):
                         self.np_random.bit_generator.state,
                         self.replay_record())
 
-    def restore(self, snapshot: Any) -> None:
+    def restore(self, snapshot: object) -> None:
         if not isinstance(snapshot, Snapshot):
             raise ContractError(f"WebshopSimEnv.restore() got {type(snapshot).__name__}, "
                                 "expected a Snapshot from WebshopSimEnv.snapshot()")
@@ -196,17 +199,17 @@ class WebshopSimEnv(TextEnv):
         return expert_action(self.catalog, self.goal, self.page, self.opened)
 
     # -- the ground truth (diagnostics only) -----------------------------------------------------------
-    def pivotal_turns(self, trajectory: Any) -> list[int]:
+    def pivotal_turns(self, trajectory: Trajectory) -> list[int]:
         """The pivotal turns of ``trajectory`` (definition in the module docstring); ``self`` is untouched."""
         oracle, states = self._replay(trajectory)
         return [t for t, (page, left) in enumerate(states[:-1]) if oracle.is_pivotal(page, left)]
 
-    def value_trace(self, trajectory: Any) -> list[bool]:
+    def value_trace(self, trajectory: Trajectory) -> list[bool]:
         """V* (can a 1.0 purchase still be made?) before each turn of ``trajectory`` and after its last one."""
         oracle, states = self._replay(trajectory)
         return [oracle.value(page, left) for page, left in states]
 
-    def _replay(self, trajectory: Any) -> tuple[Oracle, list[tuple[engine.Page, int]]]:
+    def _replay(self, trajectory: Trajectory) -> tuple[Oracle, list[tuple[engine.Page, int]]]:
         """The task's oracle and (page, steps left) before each turn and after the last, on a private env."""
         split, _, seed = str(trajectory.task_id).partition("/")
         if split not in SPLITS or not seed.lstrip("-").isdigit():
