@@ -160,3 +160,72 @@ def test_the_temporary_folders_of_killed_conversions_are_removed(loads, tmp_path
         (folder / "model.safetensors").write_text("half")
     assert run([str(src)], capfd)[0] == 0
     assert sorted(p.name for p in models.iterdir()) == sorted(["m", alive.name, other.name])
+
+
+# -- the shipped models, pinned; a file of the user's own, pinned only when asked -------------------
+
+@pytest.fixture
+def shipped_file(tmp_path, monkeypatch):
+    """The default shipped model replaced by a one-part fake installed as a real distribution, pinned."""
+    import dataclasses
+    import hashlib
+    import importlib
+
+    site = tmp_path / "site"
+    (site / "fake_smol").mkdir(parents=True)
+    (site / "fake_smol" / "Fake.Q4_1.gguf").write_bytes(EMPTY_GGUF)
+    info = site / "fake_smol-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-smol\nVersion: 0.1\n")
+    (info / "RECORD").write_text("fake_smol/Fake.Q4_1.gguf,,\nfake_smol-0.1.dist-info/METADATA,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    model = dataclasses.replace(gguf_convert.SHIPPED[gguf_convert.DEFAULT_MODEL], size=len(EMPTY_GGUF),
+                                parts=(("fake-smol", "Fake.Q4_1.gguf"),),
+                                sha256=hashlib.sha256(EMPTY_GGUF).hexdigest())
+    monkeypatch.setitem(gguf_convert.SHIPPED, gguf_convert.DEFAULT_MODEL, model)
+    return site / "fake_smol" / "Fake.Q4_1.gguf", model
+
+
+def test_the_shipped_file_converts_when_its_sha256_is_the_pinned_one(shipped_file, loads, tmp_path, capfd):
+    path, _ = shipped_file
+    assert run([], capfd)[:2] == (0, f"{tmp_path / 'cache' / 'models' / gguf_convert.DEFAULT_NAME}\n")
+    assert loads == [path]
+
+
+def test_a_shipped_file_of_other_bytes_is_refused_in_one_line_before_anything_is_written(shipped_file, loads,
+                                                                                          tmp_path, capfd):
+    path, model = shipped_file
+    path.write_bytes(EMPTY_GGUF[:-1] + b"\1")  # the same size, a GGUF header, one byte changed
+    err = one_line_error([], capfd)
+    found = gguf_convert.sha256_of(path)
+    assert f"has sha256 {found}, not the pinned {model.sha256}" in err and "fake-smol" in err
+    assert "prover convert-gguf FILE" in err  # the way out: convert a file of one's own
+    assert loads == [] and not (tmp_path / "cache").exists()
+
+
+def test_a_file_of_ones_own_is_not_blocked_and_sha256_pins_it(shipped_file, loads, tmp_path, capfd):
+    own = tmp_path / "mine.gguf"
+    own.write_bytes(EMPTY_GGUF + b"\0")  # no pin knows it
+    digest = gguf_convert.sha256_of(own)
+    wrong = ("0" if digest[0] != "0" else "1") + digest[1:]
+    err = one_line_error([str(own), "--sha256", wrong], capfd)
+    assert f"has sha256 {digest}, not {wrong} as --sha256 says; nothing converted" in err and loads == []
+    assert not (tmp_path / "cache").exists()
+    assert run([str(own), "--sha256", digest.upper()], capfd)[:2] == (0, f"{tmp_path / 'cache' / 'models' / 'mine'}\n")
+    assert run([str(own)], capfd)[0] == 0 and loads == [own]  # without a pin: converted (here, already)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["x.gguf", "--shipped", "smollm2-135m"], "give a GGUF file or --shipped, not both"),
+    (["--sha256", "0" * 64], "--sha256 pins a GGUF file you give"),
+    (["x.gguf", "--sha256", "abc"], "--sha256 must be 64 hex digits, not 'abc'"),
+])
+def test_bad_arguments_are_one_line(argv, words, loads, tmp_path, capfd):
+    assert words in one_line_error(argv, capfd) and loads == [] and not (tmp_path / "cache").exists()
+
+
+def test_a_users_copy_of_a_shipped_model_gets_its_folder_name(shipped_file, loads, tmp_path, capfd):
+    copy = tmp_path / "whatever.gguf"
+    copy.write_bytes(EMPTY_GGUF)  # the pinned bytes under another name: the same model, the same folder
+    assert run([str(copy)], capfd)[:2] == (0, f"{tmp_path / 'cache' / 'models' / gguf_convert.DEFAULT_NAME}\n")

@@ -6,6 +6,7 @@ temperature 1: whatever such a model writes under the grammar must parse; withou
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import struct
@@ -292,7 +293,9 @@ def test_convert_failures_are_one_line_and_leave_no_folder(fake_gguf, tiny_llama
     assert main(["convert-gguf", str(src), "--out", str(tmp_path / "models" / "m")]) == 2
     assert "No space left on device" in capsys.readouterr().err
     assert list((tmp_path / "models").iterdir()) == []  # neither the folder nor its temporary copy
-    monkeypatch.setattr(gguf_convert, "PACKAGE", "no-such-package-for-prover")
+    shipped = gguf_convert.SHIPPED[gguf_convert.DEFAULT_MODEL]
+    gone = dataclasses.replace(shipped, parts=(("no-such-package-for-prover", shipped.parts[0][1]),))
+    monkeypatch.setitem(gguf_convert.SHIPPED, gguf_convert.DEFAULT_MODEL, gone)
     assert main(["convert-gguf"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no-such-package-for-prover is not installed" in err

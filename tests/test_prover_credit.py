@@ -183,6 +183,7 @@ def test_invalid_proposals_are_dropped_and_counted(make_batch):
     assert values.calls == []  # nothing left to verify
     assert adv.metrics["credit/proposals"] == 5.0 and adv.metrics["credit/valid_proposals"] == 0.0
     assert adv.metrics["credit/dropped_proposals"] == 5.0 and "credit/acceptance_rate" not in adv.metrics
+    assert adv.metrics["credit/valid_proposal_rate"] == 0.0  # 0 valid of 5 judged groups
     for a, b in zip(adv.flat(), grpo(batch).flat()):
         assert np.array_equal(a, b)
 
@@ -199,6 +200,7 @@ def test_diagnostics_count_groups_judge_costs_and_deltas(make_batch):
     assert m["credit/accepted"] == 2.0 and m["credit/acceptance_rate"] == 1.0 and m["credit/delta"] == 0.25
     # the one-turn success is never sent to the judge: two requests of 2 calls, 120 tokens and $0.01 each
     assert m["credit/unprovable_groups"] == 1.0
+    assert (m["credit/judged_groups"], m["credit/valid_proposal_rate"]) == (2.0, 1.0)  # 2 valid of 2 asked
     assert m["cost/judge_tokens"] == 2 * 120 and m["cost/judge_dollars"] == pytest.approx(0.02)
     assert (m["judge/calls"], m["judge/repairs"], m["judge/errors"]) == (4.0, 2.0, 2.0)
     assert not any(k.startswith("cost/branch") for k in m)  # the Brancher reports its own tokens

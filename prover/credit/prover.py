@@ -152,6 +152,7 @@ class ProVer(GRPO):
         metrics = {
             "credit/eligible_groups": float(len(eligible)),
             "credit/unprovable_groups": float(len(eligible) - len(jobs)),
+            "credit/judged_groups": float(len(jobs)),  # requests sent to the judge
             "credit/proposals": float(sum(r.proposal is not None for r in results)),
             "credit/valid_proposals": float(len(valid)),
             "credit/dropped_proposals": float(screened.dropped),
@@ -159,6 +160,8 @@ class ProVer(GRPO):
             **verify_metrics(verdicts),
             **judge_metrics(screened.usage),
         }
+        if jobs:  # the judge's valid-proposal rate: of the groups it was asked about, those it gave one for
+            metrics["credit/valid_proposal_rate"] = len(valid) / len(jobs)
         if valid:  # undefined without a verified proposal: left out rather than logged as 0
             metrics["credit/acceptance_rate"] = metrics["credit/accepted"] / len(valid)
             metrics["credit/segment_turns"] = float(np.mean([p.segment.end_turn - p.segment.start_turn + 1

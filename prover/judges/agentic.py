@@ -7,10 +7,12 @@ The loop, per request (ProVer's propose step, docs/methods/prover.md):
    ``max_tool_turns`` replies, after which only ``submit_segment`` is offered.
 2. Its answer, a ``submit_segment`` call (from the server, or written as text: ``parse_tool_calls``) or, in
    its text, a JSON object or a python-style ``submit_segment(...)`` with literal arguments, is checked
-   with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, stated
-   as a rule beside the answer format, non-terminal end, no invalid action).
-3. A failed check is sent back with the reason, up to ``max_repairs`` times (the ProVer paper used 3), and the
-   repair turn offers only ``submit_segment`` (``repair_tools``); after that,
+   with pydantic (``SegmentAnswer``) and then with ``validate_segment`` (bounds, at most L turns, a
+   non-terminal end, no invalid action: the rules, and the legal segments they leave, are stated beside
+   the answer format).
+3. A failed check is sent back with the reason, the legal segments again and the segments already
+   refused, up to ``max_repairs`` times (the ProVer paper used 3), and the repair turn offers only
+   ``submit_segment`` (``repair_tools``); after that,
    or when a request fails for good (timeout, refused, 5xx after retries), the result has no proposal,
    a failure reason, and its usage counts the calls, tokens, dollars, tool calls, repairs and errors.
 
@@ -51,24 +53,15 @@ from prover.chat import (
     cut_text,
     find_call,
     find_json_object,
-    render_trajectory,
     require_xgrammar,
     tool_message,
 )
 from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
-from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, run_tool
+from prover.judges.prompts import ANSWER_ONLY_PROMPT, SYSTEM_PROMPT, repair_message, user_prompt
+from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, run_tool
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
-SYSTEM_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
-one succeeded, the others failed. Find one failure mode that recurs across the failed runs, and the \
-shortest stretch of consecutive turns of the successful run that solves or avoids it: the turns that \
-most likely made the difference. Inspect the failed runs with search_trajectory and get_segment, then \
-answer by calling submit_segment once."""
-ANSWER_ONLY_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
-one succeeded, the others failed. Find one failure mode that recurs across the failed runs, and the \
-shortest stretch of consecutive turns of the successful run that solves or avoids it: the turns that \
-most likely made the difference. Answer with one JSON object and nothing else."""
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]
 NO_RESEARCH_LEFT = "error: no research turns left; call submit_segment now"
 ECHO_CHARS = 200  # what an error message repeats of a model's bad value (it may be huge)
@@ -113,26 +106,6 @@ class LoopSettings(BaseModel):
         "server that honours tool_choice must then call it, and a structured model answers under the "
         "schema); 'all', the research tools too while they last (a 1.5B model then left the answer "
         "format and wrote prose).")
-
-
-def user_prompt(request: JudgeRequest, obs_chars: int = 600, preview_chars: int = 400,
-                answer_only: bool = False) -> str:
-    success, failures = request.success, request.failures
-    previews = "\n".join(f"- {preview(t, preview_chars)}" for t in failures) or "- (none)"
-    how = ("Reply with one JSON object: {\"traj_id\": " + json.dumps(success.traj_id) + ', "start_turn": <int>, '
-           '"end_turn": <int>, "rationale": <why, one sentence>}' if answer_only else
-           f"Answer with submit_segment(traj_id={success.traj_id!r}, start_turn, end_turn, rationale)")
-    return (f"Task: {success.task_text}\n\nThe successful run, in full:\n{render_trajectory(success, obs_chars)}\n\n"
-            f"The failed runs ({len(failures)}), one line each:\n{previews}\n\n{how}\n{answer_rules(request)}")
-
-
-def answer_rules(request: JudgeRequest) -> str:
-    """The rules a segment must meet, stated where the model reads the answer format: first answers ran
-    longer than L turns when L was only a phrase of the format's sentence."""
-    L, n = request.max_turns, len(request.success.turns)
-    span = "end_turn = start_turn" if L == 1 else f"end_turn <= start_turn + {L - 1}"
-    return (f"Rules: the segment spans at most {L} consecutive turns, so {span}; it ends at turn {n - 2} or "
-            "earlier (the state after the segment must exist); it holds no invalid action.")
 
 
 def valid_spans(request: JudgeRequest) -> dict[int, list[int]]:
@@ -185,6 +158,15 @@ def reply_record(reply: ChatReply, max_chars: int) -> str:
 
 class Unreadable(str):
     """Why an answer could not even be read (no JSON, broken JSON): counted as an error, then repaired."""
+
+
+class Refused(str):
+    """Why a readable answer's segment failed validation; ``segment`` is that answer's."""
+
+    def __new__(cls, why: str, segment: Segment) -> Refused:
+        refused = super().__new__(cls, why)
+        refused.segment = segment
+        return refused
 
 
 def read_answer(arguments: str | None, text: str) -> SegmentAnswer | str:
@@ -248,7 +230,8 @@ def check_answer(request: JudgeRequest, reply: ChatReply, submit: ToolCall | Non
     segment = Segment(answer.traj_id, answer.start_turn, answer.end_turn)
     problem = validate_segment(request, segment)
     # the rationale is kept in groups.jsonl and shown by `prover view`: a runaway one is cut
-    return Proposal(segment, cut_text(answer.rationale, rationale_chars)) if problem is None else problem
+    return Proposal(segment, cut_text(answer.rationale, rationale_chars)) if problem is None else \
+        Refused(problem, segment)
 
 
 class AgenticJudge(Judge):
@@ -287,7 +270,7 @@ class AgenticJudge(Judge):
         answer_only = cfg.mode == "answer-only"
         messages = [{"role": "system", "content": ANSWER_ONLY_PROMPT if answer_only else SYSTEM_PROMPT},
                     {"role": "user", "content": user_prompt(request, cfg.obs_chars, cfg.preview_chars, answer_only)}]
-        research, repairs = 0, 0
+        research, repairs, refused = 0, 0, []
         while True:
             # a repair asks for the answer alone: research on a repair turn led small models away from it
             may_research = (not answer_only and research < cfg.max_tool_turns
@@ -317,9 +300,10 @@ class AgenticJudge(Judge):
                 return JudgeResult(None, usage, failure=cut_text(why, ECHO_CHARS * 2), transcript=transcript)
             repairs += 1
             usage.repairs += 1
-            again = "reply with the corrected JSON object" if answer_only else "call submit_segment again"
-            feedback = f"Your answer cannot be used: {outcome}. Fix it and {again}."
-            feedback = cut_text(feedback, cfg.max_tool_chars)  # the outcome may repeat a huge bad value
+            if isinstance(outcome, Refused):
+                refused.append(outcome.segment)
+            # the outcome may repeat a huge bad value
+            feedback = cut_text(repair_message(request, outcome, refused, answer_only), cfg.max_tool_chars)
             messages.append(tool_message(submit.id, feedback) if submit is not None
                             else {"role": "user", "content": feedback})
 

