@@ -59,7 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from prover.config import engine_dtype
+from prover.envs.global_rng import protected_class
 from prover.errors import ConfigError, ProverError, WorkerError
+from prover.registry import ENGINES, ENVS
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
 
@@ -120,8 +122,6 @@ class EnvFactory:
     isolate_global_rng: bool = False  # the run's env.isolate_global_rng (the class's own flag is read too)
 
     def __call__(self) -> Any:
-        from prover.envs.global_rng import protected_class
-
         return protected_class(self.cls, self.isolate_global_rng)(**self.kwargs)
 
 
@@ -275,7 +275,7 @@ class AheadBatches(StepBatches):
 
 def weights_blob(state: dict[str, Any]) -> bytes:
     """A state dict as safetensors bytes (each tensor copied: tied weights share storage, safetensors refuses)."""
-    from safetensors.torch import save
+    from safetensors.torch import save  # safetensors.torch loads torch: only a worker's weights need it
 
     return save({k: v.detach().cpu().contiguous().clone() for k, v in state.items()})
 
@@ -287,7 +287,7 @@ class Weights:
     blob: bytes
 
     def policy_state_dict(self) -> dict[str, Any]:
-        from safetensors.torch import load
+        from safetensors.torch import load  # safetensors.torch loads torch: only a worker's weights need it
 
         return load(self.blob)
 
@@ -355,7 +355,6 @@ def make_batches(cfg: Any, rollout: Rollout, plan: Callable[[int], RolloutReques
     """The batch source of a run: ``StepBatches`` at k = 0, else ``AheadBatches`` with its worker."""
     if not cfg.rollout.max_off_policy_steps:
         return StepBatches(rollout, plan, version)
-    from prover.registry import ENGINES, ENVS
 
     spec = WorkerSpec(cfg, str(policy_dir), ENVS.get(cfg.env.name), ENGINES.get(cfg.engine.name), version)
     return AheadBatches(rollout, plan, version, spec, last_step=cfg.steps)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 
 from prover.engines.decode import reserved_cache
 from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
@@ -75,8 +76,6 @@ def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
-    from transformers import DynamicCache
-
     return DynamicCache(layers)  # (ddp_cache_data): one full-attention layer per (keys, values)
 
 
