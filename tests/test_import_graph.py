@@ -11,6 +11,12 @@ reason=...)``: strict, so that the day it is fixed the mark fails and must come 
 Besides the named rules, two shapes of the whole graph: no import circle (``import_circles`` takes any
 package root, so benchmarks/ can be held to it as well), and every import points down the floors of
 ``FLOORS`` or stays on its own floor (``upward_imports``); the floors are the table of docs/architecture.md.
+Every module these tables name exists, and every module of prover/ stands on a floor and (in engines/) is
+the engine contract or an implementation, so a table cannot keep a name the tree lost.
+
+An import inside a function is kept there for a cost (torch, an optional extra, a command's start), and a
+comment says which: on the import's line, on the line above it, or above the run of imports it opens
+(``unexplained_imports``); a tool's directive alone (``# noqa: F401``) says nothing.
 
 ``prover.judges.health`` counts as judge contract, beside ``base``: it reads only contract data (a
 judge's ``JudgeUsage`` and ``JudgeResult``, and ``max_failed_steps``, a field every judge has) and
@@ -21,7 +27,9 @@ decides what the framework does when any judge keeps failing; it builds or knows
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 PROVER = REPO / "prover"
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
-ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.sglang*", "prover.engines.tiny")
+# every module of prover/engines/ is the contract or an implementation (hf with its decode loop and KV helpers)
+ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
+ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.kv_cache",
+                          "prover.engines.prefix", "prover.engines.sglang*")
 
 
 def module_name(path: Path, root: Path = PROVER) -> str:
@@ -340,6 +351,95 @@ def test_resolve_relative_imports() -> None:
 
 def test_sglang_star_matches_every_sglang_module() -> None:
     assert all(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines.sglang", "prover.engines.sglang_http",
-                                                           "prover.engines.hf", "prover.engines.tiny.build"))
+                                                           "prover.engines.hf", "prover.engines.prefix.x"))
     assert not any(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines", "prover.engines.base",
                                                                "prover.engines.hfx"))
+
+
+def table_names() -> set[str]:
+    """Every module name this file's tables hold: the floors, the rules' three lists, the named groups."""
+    names = {room for _, rooms in FLOORS for room in rooms}
+    for case in RULES:
+        rule = case.values[0]
+        names.update(rule.sources + rule.forbidden + rule.allowed)
+    return names | set(JUDGE_CONTRACT + ENGINE_CONTRACT + ENGINE_IMPLEMENTATIONS + PARTS + CONFIG_LOADING)
+
+
+def test_every_module_the_tables_name_exists() -> None:
+    modules = set(import_graph(PROVER))
+    missing = sorted(n for n in table_names() if not any(within(m, (n,)) for m in modules))
+    assert not missing, "the tables name modules prover/ does not have:\n" + "\n".join(missing)
+
+
+def test_every_engine_module_is_the_contract_or_an_implementation() -> None:
+    engines = [m for m in import_graph(PROVER) if within(m, ("prover.engines",))]
+    unplaced = sorted(m for m in engines if m not in ENGINE_CONTRACT and not within(m, ENGINE_IMPLEMENTATIONS))
+    assert not unplaced, "engine modules in neither ENGINE_CONTRACT nor ENGINE_IMPLEMENTATIONS:\n" + "\n".join(unplaced)
+
+
+TOOL_DIRECTIVE = re.compile(r"#\s*(noqa\b(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore\S*|pragma:\S*)")
+
+
+def unexplained_imports(source: str) -> list[int]:
+    """The line of every import inside a function (at any depth) that no comment explains: none on its own
+    lines, and none on a comment line just above it or above an earlier import of its run (imports one
+    after another in one block of statements, blank lines allowed between them)."""
+    said: dict[int, bool] = {}  # line -> a comment with words on it; True when the line is that comment alone
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and re.search(r"[A-Za-z]{2}", TOOL_DIRECTIVE.sub("", tok.string)):
+            said[tok.start[0]] = not tok.line[:tok.start[1]].strip()
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ast.iter_fields(node):
+            block = field[1] if isinstance(field[1], list) else []
+            run_explained = False  # a comment line above an import explains the imports that follow it
+            for stmt in block:
+                if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    run_explained = False
+                    continue
+                run_explained = run_explained or bool(said.get(stmt.lineno - 1))
+                own = any(line in said for line in range(stmt.lineno, stmt.end_lineno + 1))
+                if in_function and not (own or run_explained):
+                    found.append(stmt.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source), False)
+    return sorted(found)
+
+
+def test_every_function_level_import_says_why() -> None:
+    found = [f"{path.relative_to(REPO)}:{line}" for path in sorted(PROVER.rglob("*.py"))
+             for line in unexplained_imports(path.read_text())]
+    assert not found, (f"{len(found)} imports inside a function with no comment saying why (the cost it avoids, "
+                       "or the circle it breaks); move each to the top if it costs nothing:\n" + "\n".join(found))
+
+
+def test_unexplained_imports_finds_each_form() -> None:
+    source = (
+        "import os\n"                                   # module level: no comment needed
+        "def f():\n"
+        "    import json\n"                             # 3: no comment
+        "    import re  # lazy: why\n"
+        "    import csv\n"                              # 5: the comment above is about re alone
+        "    # torch is heavy\n"
+        "    import torch\n"
+        "    from a import (b,\n"                       # 8: a run headed by the comment above torch
+        "                   c)\n"
+        "\n"
+        "    from prover import x\n"                    # 11: still the run (a blank line between)
+        "    y = 1\n"
+        "    import gzip  # noqa: F401\n"               # 13: a directive is no reason
+        "    import bz2  # noqa: F401  (an optional codec)\n"
+        "    y = 2  # a comment on code above\n"
+        "    import lzma\n"                             # 16: that comment is about the code
+        "class K:\n"
+        "    def m(self):\n"
+        "        try:\n"
+        "            import yaml\n"                     # 20: in a method, inside try
+        "        except ImportError:\n"
+        "            pass\n"
+        "        def inner():\n"
+        "            from . import z\n")                # 24: in a nested function
+    assert unexplained_imports(source) == [3, 5, 13, 16, 20, 24]

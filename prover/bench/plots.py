@@ -50,6 +50,7 @@ def plot_env(results: list[CellResult], methods: list[str], env: str, out: Path)
         import matplotlib
 
         matplotlib.use("Agg")
+        # pyplot once the backend is set (Agg: no display); the same optional extra
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError as exc:

@@ -239,7 +239,7 @@ def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -
     drawn, notes = [], []
     for env in envs:
         try:
-            if (path := plot_env(results, methods, env, out)) is not None:
+            if (path := plots.plot_env(results, methods, env, out)) is not None:
                 drawn.append(path)
         except Exception as exc:  # noqa: BLE001 - a broken matplotlib install or backend costs that curve only
             notes.append(f"learning curve of {env} skipped: {' '.join(f'{type(exc).__name__}: {exc}'.split())}")

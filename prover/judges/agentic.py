@@ -58,6 +58,7 @@ from prover.chat import (
 from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, preview, run_tool
+from prover.modeling import check_model_dir
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SYSTEM_PROMPT = """You judge the episodes of an RL agent. Several attempts at the same task are shown: \
@@ -380,8 +381,6 @@ class LocalJudge(AgenticJudge):
         return LocalChat(self.config)
 
     def check_ready(self) -> None:  # the folder, without loading the model (that waits for the first request)
-        from prover.modeling import check_model_dir
-
         if not self.config.model_path:
             raise ConfigError("judge.model_path is not set: give the local Hugging Face checkpoint folder")
         check_model_dir(self.config.model_path)
