@@ -24,7 +24,6 @@ import importlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from prover.errors import DuplicateName, NameNotFound, PluginLoadError
@@ -151,6 +150,8 @@ class Registry:
         if self._scanned or os.environ.get(AUTOLOAD_OFF_VAR, "") not in ("", "0"):
             return
         self._scanned = True
+        # lazy: importlib.metadata loads some 60 modules; importing prover reads no entry point
+        from importlib import metadata
 
         found: dict[str, tuple[str, Entry]] = {}  # name -> (first distribution, its entry)
         for ep in metadata.entry_points(group=self.group):
