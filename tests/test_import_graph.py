@@ -3,10 +3,10 @@ exist"), checked on the source with ``ast``: every ``import x`` and ``from x imp
 (module level, inside functions, under ``TYPE_CHECKING``: a dependency is a dependency), relative imports
 resolved, plus ``importlib.import_module("...")`` with a literal name.
 
-Each rule is one named case; docs/architecture.md names the same cases, and
-``test_the_architecture_page_names_the_rules_this_file_enforces`` keeps the two lists equal. A known
-violation that another issue removes goes on its case as ``marks=pytest.mark.xfail(strict=True,
-reason=...)``: strict, so that the day it is fixed the mark fails and must come off.
+Each rule is one named case; docs/architecture.md names the same cases (tests/test_architecture_page.py keeps
+its lists of rules and floors equal to this file's). A known violation that another issue removes goes on its
+case as ``marks=pytest.mark.xfail(strict=True, reason=...)``: strict, so that the day it is fixed the mark
+fails and must come off.
 
 Besides the named rules, two shapes of the whole graph: no import circle (``import_circles`` takes any
 package root, so benchmarks/ can be held to it as well), and every import points down the floors of
@@ -37,7 +37,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PROVER = REPO / "prover"
-ARCHITECTURE = REPO / "docs" / "architecture.md"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
 # every module of prover/engines/ is the contract or an implementation (hf with its decode loop and KV helpers)
 ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
@@ -250,41 +249,6 @@ def test_imports_point_down_the_floors() -> None:
     assert not found, f"{len(found)} imports point from a lower floor up:\n" + "\n".join(found)
 
 
-def architecture_section(title: str, text: str | None = None) -> str:
-    """The text of the ``## title`` section of docs/architecture.md, up to the next ``## `` heading."""
-    text = ARCHITECTURE.read_text() if text is None else text
-    found = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert found, f"docs/architecture.md has no section '## {title}'"
-    return found.group(1)
-
-
-def documented_arrows(text: str | None = None) -> list[str]:
-    """The case names the page lists under "Arrows that must never exist", one ``- `name`: ...`` line each."""
-    return re.findall(r"^- `([a-z0-9-]+)`", architecture_section("Arrows that must never exist", text), re.M)
-
-
-def documented_floors(text: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
-    """The page's floors table, lowest first: ``| n | name | `module`, `module` ... |`` rows."""
-    rows = re.findall(r"^\| *\d+ *\| *([a-z ]+?) *\|(.*)\|$", architecture_section("Floors", text), re.M)
-    return [(name, tuple(re.findall(r"`([a-z_.]+)`", rooms))) for name, rooms in rows]
-
-
-def test_the_architecture_page_names_the_rules_this_file_enforces() -> None:
-    assert documented_arrows() == [p.id for p in RULES] + list(GRAPH_CHECKS)
-
-
-def test_the_architecture_page_shows_the_floors_this_file_enforces() -> None:
-    assert documented_floors() == FLOORS
-
-
-def test_the_page_parsers_read_what_they_are_given() -> None:
-    page = ("# t\n## Arrows that must never exist\n- `a-rule`: words `x`\n  - `not-a-case`\n- `b`: y\n"
-            "## Floors\n| floor | name | rooms |\n|---|---|---|\n| 1 | ground | `prover.a`, `prover.b` |\n"
-            "| 2 | run folder | `prover.run` (and its lock) |\n## Next\n- `c`: z\n")
-    assert documented_arrows(page) == ["a-rule", "b"]
-    assert documented_floors(page) == [("ground", ("prover.a", "prover.b")), ("run folder", ("prover.run",))]
-
-
 def test_circles_and_upward_imports_are_found(tmp_path: Path) -> None:
     """A fake package with a two-module circle, a three-module circle through a function-level relative
     import and a TYPE_CHECKING one, an upward import, and a module importing itself (no circle)."""
@@ -417,29 +381,17 @@ def test_every_function_level_import_says_why() -> None:
 
 
 def test_unexplained_imports_finds_each_form() -> None:
-    source = (
-        "import os\n"                                   # module level: no comment needed
-        "def f():\n"
-        "    import json\n"                             # 3: no comment
-        "    import re  # lazy: why\n"
-        "    import csv\n"                              # 5: the comment above is about re alone
-        "    # torch is heavy\n"
-        "    import torch\n"
-        "    from a import (b,\n"                       # 8: a run headed by the comment above torch
-        "                   c)\n"
-        "\n"
-        "    from prover import x\n"                    # 11: still the run (a blank line between)
-        "    y = 1\n"
-        "    import gzip  # noqa: F401\n"               # 13: a directive is no reason
-        "    import bz2  # noqa: F401  (an optional codec)\n"
-        "    y = 2  # a comment on code above\n"
-        "    import lzma\n"                             # 16: that comment is about the code
-        "class K:\n"
-        "    def m(self):\n"
-        "        try:\n"
-        "            import yaml\n"                     # 20: in a method, inside try
-        "        except ImportError:\n"
-        "            pass\n"
-        "        def inner():\n"
-        "            from . import z\n")                # 24: in a nested function
+    source = ("import os\ndef f():\n"                  # 1: module level, no comment needed
+              "    import json\n"                       # 3: no comment
+              "    import re  # lazy: why\n    import csv\n"  # 5: the comment beside re is about re alone
+              "    # torch is heavy\n    import torch\n"
+              "    from a import (b,\n                   c)\n"  # 8: a run headed by the comment above torch
+              "\n    from prover import x\n"           # 11: still the run (a blank line between)
+              "    y = 1\n    import gzip  # noqa: F401\n"  # 13: a directive is no reason
+              "    import bz2  # noqa: F401  (an optional codec)\n"
+              "    y = 2  # a comment on code above\n    import lzma\n"  # 16: that comment is about the code
+              "class K:\n    def m(self):\n        try:\n"
+              "            import yaml\n"               # 20: in a method, inside try
+              "        except ImportError:\n            pass\n        def inner():\n"
+              "            from . import z\n")          # 24: in a nested function
     assert unexplained_imports(source) == [3, 5, 13, 16, 20, 24]
