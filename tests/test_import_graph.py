@@ -14,9 +14,10 @@ package root, so benchmarks/ can be held to it as well), and every import points
 Every module these tables name exists, and every module of prover/ stands on a floor and (in engines/) is
 the engine contract or an implementation, so a table cannot keep a name the tree lost.
 
-An import inside a function is kept there for a cost (torch, an optional extra, a command's start), and a
-comment says which: on the import's line, on the line above it, or above the run of imports it opens
-(``unexplained_imports``); a tool's directive alone (``# noqa: F401``) says nothing.
+An import inside a function (in prover/, plugins/ and examples/plugins/) is kept there for a cost (torch, an
+optional extra, a command's start), and a comment says which: on the import's line, on the line above it, or
+above the run of imports it opens (``unexplained_imports``); a tool's directive alone (``# noqa: F401``) says
+nothing.
 
 ``prover.judges.health`` counts as judge contract, beside ``base``: it reads only contract data (a
 judge's ``JudgeUsage`` and ``JudgeResult``, and ``max_failed_steps``, a field every judge has) and
@@ -373,9 +374,9 @@ def unexplained_imports(source: str) -> list[int]:
     return sorted(found)
 
 
-def test_every_function_level_import_says_why() -> None:
-    found = [f"{path.relative_to(REPO)}:{line}" for path in sorted(PROVER.rglob("*.py"))
-             for line in unexplained_imports(path.read_text())]
+def test_every_function_level_import_says_why() -> None:  # prover's, and the plugins' (plugins/, examples/)
+    paths = [p for root in (PROVER, REPO / "plugins", REPO / "examples" / "plugins") for p in root.rglob("*.py")]
+    found = [f"{path.relative_to(REPO)}:{line}" for path in paths for line in unexplained_imports(path.read_text())]
     assert not found, (f"{len(found)} imports inside a function with no comment saying why (the cost it avoids, "
                        "or the circle it breaks); move each to the top if it costs nothing:\n" + "\n".join(found))
 
