@@ -60,7 +60,9 @@ from typing import TYPE_CHECKING, Any
 
 from prover.config import engine_dtype
 from prover.engines.base import WeightSource
+from prover.envs.global_rng import protected_class
 from prover.errors import ConfigError, ProverError, WorkerError
+from prover.registry import ENGINES, ENVS
 from prover.rollout import Rollout, build_rollout, engine_counts, one_line
 from prover.types import Batch, RolloutRequest
 
@@ -125,8 +127,6 @@ class EnvFactory:
     isolate_global_rng: bool = False  # the run's env.isolate_global_rng (the class's own flag is read too)
 
     def __call__(self) -> TextEnv:
-        from prover.envs.global_rng import protected_class
-
         return protected_class(self.cls, self.isolate_global_rng)(**self.kwargs)
 
 
@@ -281,7 +281,7 @@ class AheadBatches(StepBatches):
 
 def weights_blob(state: dict[str, Any]) -> bytes:
     """A state dict as safetensors bytes (each tensor copied: tied weights share storage, safetensors refuses)."""
-    from safetensors.torch import save
+    from safetensors.torch import save  # safetensors.torch loads torch: only a worker's weights need it
 
     return save({k: v.detach().cpu().contiguous().clone() for k, v in state.items()})
 
@@ -293,7 +293,7 @@ class Weights:
     blob: bytes
 
     def policy_state_dict(self) -> dict[str, Any]:
-        from safetensors.torch import load
+        from safetensors.torch import load  # safetensors.torch loads torch: only a worker's weights need it
 
         return load(self.blob)
 
@@ -361,7 +361,6 @@ def make_batches(cfg: TrainConfig, rollout: Rollout, plan: Callable[[int], Rollo
     """The batch source of a run: ``StepBatches`` at k = 0, else ``AheadBatches`` with its worker."""
     if not cfg.rollout.max_off_policy_steps:
         return StepBatches(rollout, plan, version)
-    from prover.registry import ENGINES, ENVS
 
     spec = WorkerSpec(cfg, str(policy_dir), ENVS.get(cfg.env.name), ENGINES.get(cfg.engine.name), version)
     return AheadBatches(rollout, plan, version, spec, last_step=cfg.steps)

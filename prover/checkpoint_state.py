@@ -37,7 +37,7 @@ MANIFEST = "manifest.json"
 
 
 def _encode(obj: object, tensors: dict[str, Any]) -> object:
-    import torch
+    import torch  # torch is heavy: readers of a run folder never load it
 
     if isinstance(obj, torch.Tensor):
         key = f"t{len(tensors)}"
@@ -76,7 +76,7 @@ def _decode(obj: object, tensors: dict[str, Any]) -> object:
 
 
 def save_state(obj: object, folder: Path, stem: str) -> None:
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # safetensors.torch loads torch: only a checkpoint's writer needs it
 
     tensors: dict[str, Any] = {}
     tree = _encode(obj, tensors)
@@ -99,7 +99,7 @@ def refuse_old_format(folder: Path) -> None:
 
 def load_state(folder: Path, stem: str) -> Any:
     """The tree ``save_state`` wrote; raises CheckpointError for an old pickle checkpoint (see the module)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # safetensors.torch loads torch: only resuming needs it
 
     refuse_old_format(folder)
     tensors = load_file(str(folder / f"{stem}.safetensors"))
@@ -109,6 +109,7 @@ def load_state(folder: Path, stem: str) -> Any:
 def convert_old_checkpoint(folder: Path) -> list[str]:
     """Rewrite an earlier version's optimizer.pt and rng.pt as data files and refresh the manifest; returns
     the files written. torch's restricted unpickler refuses any pickle that would run code."""
+    # only converting an old checkpoint reads a pickle, with torch's restricted unpickler
     import pickle
 
     import torch

@@ -14,7 +14,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prover.errors import ConfigError, ProverError, Stopped
+from prover import modeling
+from prover.distributed import leave_process_group
+from prover.errors import ConfigError, ContractError, ProverError, Stopped
+from prover.listing import description
+from prover.registry import REGISTRIES
 from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
 
 if TYPE_CHECKING:
@@ -25,6 +29,7 @@ EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):
 
 
 def _fields_epilog(argv: list[str]) -> str:
+    # lazy: the field list reads pydantic and the named plugins, only when help is printed
     from prover.config_text import field_help
     from prover.plugin_config import recipe_help
 
@@ -38,7 +43,7 @@ def _fields_epilog(argv: list[str]) -> str:
 def _help_tree(argv: list[str]) -> dict:
     """The --config file and overrides of a command line that asks for help (argparse prints help before it
     reads them), unchecked; {} when they do not read, so that help still prints, with the defaults."""
-    from prover.config_load import read_tree
+    from prover.config_load import read_tree  # lazy: pydantic and the plugins, only when help is printed
 
     path, overrides, args = None, [], iter(argv)
     for arg in args:
@@ -62,7 +67,7 @@ class _Version(argparse.Action):
                          help="print prover's version (and its commit, run from a checkout) and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from prover.environment import version_line
+        from prover.environment import version_line  # lazy: only --version asks git
 
         print(version_line())
         parser.exit()
@@ -85,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
 def _config(args: argparse.Namespace) -> TrainConfig:
     """The config of a command: --config and the overrides; ``--resume`` and ``prover eval`` read the run's
     own config.yaml instead of the defaults, whichever way the run folder is named (--run-dir or run.dir=)."""
-    from prover.config_load import load_config, parse_override
+    from prover.config_load import load_config, parse_override  # lazy: loading a config reads pydantic and the plugins
 
     path, overrides = args.config, list(args.overrides)
     if getattr(args, "run_dir", None) is not None and not args.run_dir.strip():  # --run-dir= or --run-dir ""
@@ -105,12 +110,11 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)  # config errors before torch is imported
     if args.print_config:  # what the run's config.yaml would hold; nothing is trained or written
-        from prover.config_text import dump_config
+        from prover.config_text import dump_config  # lazy: yaml and pydantic, for --print-config only
 
         print(dump_config(cfg), end="")
         return 0
-    from prover.distributed import leave_process_group
-    from prover.trainer import Trainer
+    from prover.trainer import Trainer  # lazy: the training stack loads when a run starts
 
     Trainer(cfg, resume=args.resume).train()
     leave_process_group()
@@ -118,6 +122,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    # lazy: the env machinery, the policy and rich load when the command runs
     from prover.envs import make_configured_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
@@ -133,11 +138,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    # lazy: the env machinery, the engine and torch load when the command runs
     from prover.config import engine_dtype
     from prover.engines import make_engine
     from prover.envs import make_configured_env
     from prover.lora import is_adapter_checkpoint
-    from prover.modeling import apply_threads
     from prover.policy.merged import merged_policy
     from prover.progress import Reporter
     from prover.run import RunDir
@@ -147,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
     if is_adapter_checkpoint(model):  # a LoRA run's checkpoint: its base with the adapter merged in
         model = merged_policy(cfg, Path(model), Reporter())
-    apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
+    modeling.apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
     engine = make_engine(cfg.engine.name, str(model), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
     rollout = None
     try:
@@ -165,9 +170,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from prover.listing import description  # the command's own helpers, loaded when it runs
-    from prover.registry import REGISTRIES
-
     listed = {kind: list(reg.entries()) for kind, reg in REGISTRIES.items()}
     width = max((len(e.name) for entries in listed.values() for e in entries), default=0) + 2
     for kind, entries in listed.items():
@@ -195,9 +197,9 @@ def _origin(reg: Registry, entry: Entry) -> str:
 def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
     """``key=value`` (or ``env.kwargs.key=value``) arguments of env ``name``, each value read as YAML and
     typed by the env's setting, as in overrides."""
+    # lazy: pydantic and the env's plugin load when the command runs
     from prover.config_load import parse_override
     from prover.config_overrides import type_overrides_by_field
-    from prover.errors import ConfigError
 
     kwargs, overrides = {}, []
     for text in texts:
@@ -215,10 +217,10 @@ def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
+    # lazy: gymnasium and the env load when the command runs
     from prover.config_load import check_env_settings
     from prover.envs import make_env
     from prover.envs.checker import check_env_report, check_gymnasium
-    from prover.errors import ContractError
 
     kwargs, stage = _env_kwargs(args.name, args.kwargs), "building the env"
     check_env_settings(args.name, kwargs)  # the check `prover train` makes of env.kwargs: the same one line
@@ -288,6 +290,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 
     add_serve_parser(sub)
+    # lazy: these load numpy and pydantic; importing prover.cli for one command stays light
     from prover.bench.command import add_parser as add_bench_parser
     from prover.checkpoint_state import add_parser as add_convert_checkpoint_parser
     from prover.judges.gguf_convert import add_parser as add_convert_parser

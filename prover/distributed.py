@@ -42,6 +42,7 @@ class Ranks:
     def __init__(self) -> None:
         self.rank, self.world = 0, world_size()
         if self.world > 1:
+            # torch and accelerate are heavy: a single process never loads them
             import torch
             from accelerate import PartialState
 
@@ -59,7 +60,7 @@ class Ranks:
 
     def barrier(self) -> None:
         if self.world > 1:
-            import torch.distributed as dist
+            import torch.distributed as dist  # torch is heavy: only several processes need it
 
             dist.barrier()
 
@@ -67,7 +68,7 @@ class Ranks:
         """``obj`` of every process, in rank order, on every process."""
         if self.world == 1:
             return [obj]
-        import torch.distributed as dist
+        import torch.distributed as dist  # torch is heavy: only several processes need it
 
         out: list[Any] = [None] * self.world
         dist.all_gather_object(out, obj)
@@ -108,7 +109,7 @@ def leave_process_group() -> None:
     its gloo threads can be destroyed while still joinable, and a rank that finished its run aborts with
     "terminate called without an active exception" (exit -6; seen once, in a fresh-clone CI run)."""
     if world_size() > 1:
-        import torch.distributed as dist
+        import torch.distributed as dist  # torch is heavy: only several processes need it
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
@@ -121,6 +122,7 @@ def shard_on_cpu() -> None:
     process is MULTI_CPU, which makes every ``fsdp_config`` plain DDP, and its DeepSpeed branch is skipped
     whenever ``cpu=True`` (which the learner passes without a GPU). Set up here, over gloo, the learner's own
     ``Accelerator`` then runs accelerate's real FSDP2 or DeepSpeed path. Call it before the learner is built."""
+    # accelerate loads torch: only a sharded CPU check calls this
     from accelerate import Accelerator
     from accelerate.state import PartialState
     from accelerate.utils import DistributedType

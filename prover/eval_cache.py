@@ -39,7 +39,7 @@ NOT_EVAL_ROLLOUT = ("groups_per_step", "group_size", "max_off_policy_steps", "ma
 def eval_key(cfg: TrainConfig, policy_dir: Path, digests: Path) -> str:
     """What decides the evaluation of ``policy_dir`` under ``cfg``, hashed (``digests``: where the folder's
     content digest is cached)."""
-    import torch
+    import torch  # torch is heavy: only a run's evaluation needs it
 
     tree = cfg.model_dump(mode="json")
     settings = {

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from prover import lora as lora_lib
 from prover.config import LearnerConfig, LoraConfig
 from prover.learner_loss import UpdateTotals, token_losses
 from prover.learner_rows import (
@@ -42,6 +43,7 @@ from prover.learner_rows import (
     sft_rows,
     unique_tokens,
 )
+from prover.lora import merged_state_dict, save_adapter
 from prover.modeling import completion_logits, enable_checkpointing, gather_logprobs, load_model, load_tokenizer
 from prover.padding import chain_batches, length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
 from prover.types import Advantages, Batch
@@ -55,6 +57,7 @@ class Learner:
     def __init__(self, model_path: str | Path, cfg: LearnerConfig, *, dtype: str = "float32",
                  max_completion_tokens: int = 32, seed: int = 0, lora: LoraConfig | None = None,
                  adapter: Path | None = None) -> None:
+        # lazy: accelerate adds about half a second to torch's import; only a built learner needs it
         from accelerate import Accelerator
 
         self.cfg = cfg
@@ -68,8 +71,6 @@ class Learner:
             enable_checkpointing(model)
         self.lora_scales: dict[str, float] | None = None  # None: every weight trains
         if lora is not None and lora.enabled:
-            from prover import lora as lora_lib
-
             if adapter is not None:
                 lora_lib.check_base(adapter, Path(model_path))
             model = lora_lib.wrap(model, lora, adapter)
@@ -107,7 +108,6 @@ class Learner:
         state = self.gathered_state()
         if self.lora_scales is None or not state:
             return state
-        from prover.lora import merged_state_dict
 
         return merged_state_dict(state, self.lora_scales)
 
@@ -128,8 +128,6 @@ class Learner:
         if self.lora_scales is None:
             self.save_pretrained(path, state)
         else:
-            from prover.lora import save_adapter
-
             save_adapter(self.unwrapped(), path, state)
 
     def weights_finite(self) -> bool:
@@ -142,7 +140,7 @@ class Learner:
         shard, which is why --resume needs DDP)."""
         if not self._sharded():
             return self.optimizer.state_dict()
-        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor import DTensor  # lazy: only a sharded learner meets DTensors
 
         inner = self.optimizer
         while hasattr(inner, "optimizer"):  # accelerate's wrapper, DeepSpeed's ZeRO optimizer: the torch one

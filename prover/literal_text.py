@@ -23,6 +23,7 @@ that putting the contents back gives the template's own text: nothing depends on
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -63,9 +64,7 @@ def _holds_added(tokenizer: PreTrainedTokenizerBase, text: str, spans: list[Span
 def _literal_backend(tokenizer: PreTrainedTokenizerBase) -> Any:
     """A copy of the fast tokenizer's backend in which no added token is matched in the text: every one is
     marked special, and special tokens are encoded as text."""
-    import json
-
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # lazy: the ground floor loads no tokenizer library
 
     backend = _LITERAL_BACKENDS.get(tokenizer)
     if backend is None:

@@ -40,7 +40,7 @@ INSTALL = "pip install 'prover-rl[lora]'"
 def require_peft() -> ModuleType:
     """The peft module; a one-line ConfigError naming the extra when it is missing."""
     try:
-        import peft
+        import peft  # an optional extra, and seconds to import
     except ImportError as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"model.lora.enabled=true needs peft ({reason}); install it with: {INSTALL}") from exc
@@ -82,7 +82,7 @@ def _first_sentence(exc: Exception) -> str:
 
 def linear_names(model: torch.nn.Module) -> list[str]:
     """The last name part of every linear layer (what target_modules matches), without repeats."""
-    import torch
+    import torch  # torch is heavy: the config checks read this module without it
 
     return list(dict.fromkeys(n.rsplit(".", 1)[-1] for n, m in model.named_modules()
                               if isinstance(m, torch.nn.Linear)))
@@ -91,7 +91,7 @@ def linear_names(model: torch.nn.Module) -> list[str]:
 def _check_mergeable(model: torch.nn.Module, peft: ModuleType, cfg: LoraConfig) -> None:
     """Only plain linear layers are merged by ``merged_state_dict``; an adapter on anything else (an
     embedding), or on an LM head that shares its weight with the embedding, would not merge as W + s B A."""
-    from peft.tuners.lora import Linear, LoraLayer
+    from peft.tuners.lora import Linear, LoraLayer  # peft is an optional extra
 
     base = model.get_base_model()
     tied = bool(getattr(base.config, "tie_word_embeddings", False))
@@ -107,7 +107,7 @@ def _check_mergeable(model: torch.nn.Module, peft: ModuleType, cfg: LoraConfig) 
 def layer_scales(model: torch.nn.Module) -> dict[str, float]:
     """alpha / r of every adapted layer of a wrapped model, by the layer's name in the base model (peft's own
     numbers: an adapter loaded from a checkpoint keeps the rank and alpha it was trained with)."""
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # peft is an optional extra
 
     return {name: float(m.scaling["default"]) for name, m in model.get_base_model().named_modules()
             if isinstance(m, LoraLayer)}
@@ -157,6 +157,7 @@ def check_lora(cfg: TrainConfig) -> None:
     if not cfg.model.lora.enabled:
         return
     require_peft()
+    # torch and transformers are heavy: only a LoRA run's preflight needs them
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -9,6 +9,7 @@ tokenizer or checks a folder (the ``sglang`` engine, the config) does not load t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,14 +24,14 @@ if TYPE_CHECKING:
 
 def quiet_transformers() -> None:
     """Keep per-file load/save progress bars and info logs out of the run's one-line-per-step output."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers loads torch
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
 
 def _dtypes() -> dict[str, torch.dtype]:
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -61,8 +62,6 @@ TINY_POSITIONS = 4096  # max_position_embeddings of the tiny policy (prover/poli
 def model_setting(path: str | Path, name: str) -> int | None:
     """A positive whole number from a checkpoint folder's config.json (``name``), or from its ``text_config``
     for a multimodal checkpoint; None when unstated."""
-    import json
-
     try:
         conf = json.loads((check_model_dir(path) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -106,7 +105,7 @@ def apply_threads(threads: int | None, model_path: str, tiny_width: int) -> int:
     """Set torch's CPU threads as ``default_threads`` says for the policy at ``model_path`` (``tiny``: a tiny
     model of hidden size ``tiny_width``), at the start of a warm start, a training run or an evaluation;
     returns the threads torch uses now."""
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     width = tiny_width if str(model_path) == "tiny" else model_setting(model_path, "hidden_size")
     wanted = default_threads(threads, width)
@@ -116,7 +115,7 @@ def apply_threads(threads: int | None, model_path: str, tiny_width: int) -> int:
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers loads torch
 
     p = check_model_dir(path)
     try:
@@ -129,7 +128,7 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 
 
 def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu") -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers loads torch
 
     quiet_transformers()
     p = check_model_dir(path)
@@ -176,7 +175,7 @@ def completion_logits(model: torch.nn.Module, prompts: list[list[int]], completi
     Returns logits (B, C, V), targets (B, C) and mask (B, C); row i's completion sits in the last
     ``len(completions[i])`` columns.
     """
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     device = next(model.parameters()).device
     seqs = [p + c for p, c in zip(prompts, completions)]
@@ -208,7 +207,7 @@ def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: l
     index; the LM head runs only at the positions that predict a completion token (``logits_to_keep`` as
     a boolean mask), which keeps memory low on large vocabularies.
     """
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     device = next(model.parameters()).device
     length = max(len(s) for s in sequences)
@@ -243,12 +242,12 @@ def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: l
 
 def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
     """Log-probs in float32 from a bf16 or fp16 model; a float64 model (the equivalence tests) stays float64."""
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     return x if x.dtype == torch.float64 else x.float()
 
 
 def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    import torch
+    import torch  # torch is heavy: rooms that never load a model import this module
 
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)

@@ -25,6 +25,8 @@ from pathlib import Path
 from prover.config import TrainConfig
 from prover.errors import CheckpointError, ConfigError, ContractError, ProverError, RunFolderError
 from prover.lora import check_lora
+from prover.modeling import check_model_dir
+from prover.registry import CREDIT
 from prover.trackers import check_trackers
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -58,6 +60,7 @@ def check_run_folder(path: Path, setting: str = "run.dir") -> None:
 
 
 def check_env(cfg: TrainConfig) -> None:
+    # lazy: the env machinery (gymnasium, numpy) loads only when a run is checked
     from prover.envs import make_configured_env
     from prover.turn_prompts import agent_spec_for
 
@@ -87,10 +90,9 @@ def check_env(cfg: TrainConfig) -> None:
 def check_env_contract(cfg: TrainConfig, env_class: type) -> None:
     """The lockstep and (for a method that branches) snapshot checks of ``prover check-env``, on two fresh
     instances, unless this process passed them for the same env class and settings."""
-    # as check_env's imports: the env machinery (gymnasium, numpy) loads only when a run is checked
+    # as in check_env: the env machinery (gymnasium, numpy) loads only when a run is checked
     from prover.envs import make_configured_env
     from prover.envs.train_checks import check_for_training, check_key
-    from prover.registry import CREDIT
 
     branches = bool(getattr(CREDIT.get(cfg.credit.name), "needs_snapshots", False))
     key = check_key(env_class, cfg.env.kwargs, cfg.env.isolate_global_rng, branches)
@@ -99,15 +101,13 @@ def check_env_contract(cfg: TrainConfig, env_class: type) -> None:
 
 
 def check_model_folder(path: Path) -> None:
-    from prover.modeling import check_model_dir
-
     check_model_dir(path)  # a folder with a config.json
     weights = [path / w for w in WEIGHT_FILES if (path / w).is_file()]
     if not weights:
         raise CheckpointError(f"model.path {str(path)!r} has no weights ({', '.join(WEIGHT_FILES)})")
     if weights[0].name == "model.safetensors":
         try:
-            from safetensors import safe_open
+            from safetensors import safe_open  # lazy: only a safetensors file is opened
 
             with safe_open(str(weights[0]), framework="np") as f:
                 f.keys()
@@ -117,7 +117,7 @@ def check_model_folder(path: Path) -> None:
 
 
 def check_chat_template(path: Path) -> None:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers loads torch; only a model folder's check needs it
 
     try:
         tok = AutoTokenizer.from_pretrained(str(path))
@@ -132,7 +132,7 @@ def check_judge(cfg: TrainConfig) -> None:
     """A judge the method may call is built now, so a missing key or model fails before any work."""
     if cfg.judge.name is None or not uses_judge(cfg):
         return
-    from prover.judges import make_judge
+    from prover.judges import make_judge  # lazy: the judge contract loads numpy; only a judged run needs it
 
     judge = make_judge(cfg)
     try:
@@ -143,8 +143,6 @@ def check_judge(cfg: TrainConfig) -> None:
 
 def uses_judge(cfg: TrainConfig) -> bool:
     """Whether the credit method refuses to run without a judge (ProVer), i.e. will call one."""
-    from prover.registry import CREDIT
-
     bare = cfg.model_copy(deep=True)
     bare.judge = bare.judge.model_copy(update={"name": None})
     try:

@@ -196,6 +196,7 @@ class Registry:
         if self._scanned or os.environ.get(AUTOLOAD_OFF_VAR, "") not in ("", "0"):
             return
         self._scanned = True
+        # lazy: importlib.metadata loads some 60 modules; importing prover reads no entry point
         from importlib import metadata
 
         found: dict[str, tuple[str, Entry]] = {}  # name -> (first distribution, its entry)

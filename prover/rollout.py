@@ -21,7 +21,7 @@ from prover.envs.base import TextEnv
 from prover.envs.pool import EnvPool
 from prover.envs.text import text_problem
 from prover.episode_chat import EpisodeChat, chat_budget_reason
-from prover.errors import EnvFaultError, EnvTextError, ProverError
+from prover.errors import CapabilityError, EnvFaultError, EnvTextError, ProverError
 from prover.seeding import derive_seed
 from prover.turn_prompts import agent_spec_for, bounded_text, completion_of, fit_prompt, prompt_budget
 from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
@@ -210,8 +210,6 @@ class Rollout:
 
     @staticmethod
     def _branch_point(traj: Trajectory, t: int) -> tuple[str, tuple[str, ...], Any]:
-        from prover.errors import CapabilityError
-
         if t == len(traj.turns) and traj.resume is not None:
             if traj.resume.snapshot is None:
                 raise CapabilityError(f"trajectory {traj.traj_id} stopped without a snapshot; continue it with "

@@ -21,6 +21,7 @@ has no step lost and none duplicated.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -66,8 +67,6 @@ class FileLock:
             self._take(blocking=True)
 
     def _take(self, blocking: bool) -> str | None:
-        import fcntl
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -86,8 +85,6 @@ class FileLock:
 
     def release(self) -> None:
         if self.fd is not None:
-            import fcntl
-
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
@@ -114,8 +111,6 @@ class RunLock(FileLock):
     def refuse_if_held(self) -> None:
         """Refuse now, naming the holder, when another process holds the lock; writes nothing (an empty
         folder a failed start leaves stays empty). ``acquire`` takes the lock later."""
-        import fcntl
-
         try:
             fd = os.open(self.path, os.O_RDWR)
         except OSError:
@@ -310,7 +305,7 @@ def resume_differences(cfg: TrainConfig, ckpt: Path) -> list[str]:
 def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
     """Restore optimizer and RNG into ``learner`` (its weights, or its LoRA adapter, came from the folder);
     return the step."""
-    import torch
+    import torch  # torch is heavy: readers of a run folder (prover view, prover bench) stay light
 
     try:
         optimizer, rng = load_state(ckpt, "optimizer"), load_state(ckpt, "rng")

@@ -21,6 +21,7 @@ from string import Template
 
 from prover import scaffold_templates as templates
 from prover.errors import ConfigError
+from prover.registry import REGISTRIES
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 MAX_NAME_CHARS = 40
@@ -126,8 +127,6 @@ def check_name(kind: str, name: str) -> None:
 def check_name_free(kind: str, name: str) -> None:
     """A built-in name would shadow the new plugin (code wins over entry points); an installed one would
     clash with it (two distributions, one name)."""
-    from prover.registry import REGISTRIES
-
     registry = REGISTRIES[KINDS[kind].registry]
     taken = {e.name: e.origin for e in registry.entries()}
     if name in taken:

@@ -31,7 +31,8 @@ import sys
 from typing import Any
 
 from prover.errors import ConfigError, ContractError, ProverError, validation_line
-from prover.serve_env_guard import ASGIApp, Receive, Send
+from prover.serve_checks import is_loopback
+from prover.serve_env_guard import MAX_MESSAGE_BYTES, ASGIApp, Guard, Receive, Send, one_line_validation_error
 
 DEFAULT_PORT = 8000  # OpenEnv's own default (its server template and `openenv serve`)
 INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core==0.3.0)"
@@ -39,6 +40,7 @@ INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core
 
 def env_settings(name: str | None, config: str | None, overrides: list[str]) -> tuple[str, dict[str, Any]]:
     """The env's name and checked kwargs: ``name`` over the ``env`` section of ``config`` and ``overrides``."""
+    # lazy: pydantic, the config and the env's plugin load when the command runs, not for --help
     from pydantic import ValidationError
 
     from prover.config import EnvConfig
@@ -80,11 +82,11 @@ def require_openenv() -> None:
 
 def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     """OpenEnv's FastAPI app serving env ``name``; one env is built first, so that its errors come now."""
+    # openenv-core (and fastapi with it) is an optional extra: loaded when a server starts
     from fastapi.exceptions import RequestValidationError
     from openenv.core.env_server.http_server import create_fastapi_app
 
     from prover.openenv_bridge import EnvAction, EnvObservation, ProverEnvironment
-    from prover.serve_env_guard import Guard, one_line_validation_error
 
     try:
         ProverEnvironment(name, kwargs).close()
@@ -105,7 +107,7 @@ def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
 async def _one_line_reply(request: Any, exc: Exception) -> Any:
     """A prover error on OpenEnv's HTTP routes (``POST /step`` builds a fresh env, so it always meets "call
     reset first"): 400 with the one line, not a 500 and a traceback in the server's log."""
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse  # fastapi comes with the optional openenv extra
 
     return JSONResponse(status_code=400, content={"detail": str(exc)})
 
@@ -120,7 +122,7 @@ class QuietDisconnect:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
-        from starlette.websockets import WebSocketDisconnect
+        from starlette.websockets import WebSocketDisconnect  # starlette comes with the optional openenv extra
 
         try:
             await self.app(scope, receive, send)
@@ -150,8 +152,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def cmd_serve_env(args: argparse.Namespace) -> int:
-    from prover.serve_checks import is_loopback
-
     name, overrides = args.name, list(args.overrides)
     if name is not None and "=" in name:  # `prover serve-env --config c.yaml env.kwargs.x=1`: no name given
         name, overrides = None, [name] + overrides
@@ -159,9 +159,7 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
         raise ConfigError("serve-env: --max-sessions must be at least 1 and --grace above 0")
     name, kwargs = env_settings(name, args.config, overrides)
     require_openenv()
-    import uvicorn
-
-    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+    import uvicorn  # uvicorn comes with the optional openenv extra
 
     app = build_app(name, kwargs, args.max_sessions)
     sock = bind(args.host, args.port)

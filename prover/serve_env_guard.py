@@ -198,7 +198,7 @@ async def _reply(send: Send, status: int, line: str) -> None:
 
 async def one_line_validation_error(request: Any, exc: Any) -> Any:
     """FastAPI's 422 for a body that does not validate, its first error as one line."""
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse  # fastapi comes with the optional openenv extra
 
     errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
     first = errors[0] if errors else {}

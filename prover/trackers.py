@@ -96,7 +96,7 @@ class TensorBoardTracker:
 
     def start(self, config: dict[str, Any], run_dir: Path, kept: dict[str, Any] | None = None) -> None:
         tensorboard = require(self.name)
-        from torch.utils.tensorboard.summary import hparams
+        from torch.utils.tensorboard.summary import hparams  # an optional tracker: loaded when a run uses it
 
         self.writer = tensorboard.SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         # what add_hparams writes, but into this run's own folder rather than a new timestamped one
@@ -143,6 +143,7 @@ class MlflowTracker:
     def start(self, config: dict[str, Any], run_dir: Path, kept: dict[str, Any] | None = None
               ) -> dict[str, Any]:
         require(self.name)
+        # mlflow is an optional tracker: loaded when a run uses it
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
@@ -170,7 +171,7 @@ class MlflowTracker:
     def _continue_run(self) -> Any:
         """The kept run, marked running again (``finish`` marked it finished); CannotContinue if this store
         (MLFLOW_TRACKING_URI may have changed) has no such live run."""
-        from mlflow.exceptions import MlflowException
+        from mlflow.exceptions import MlflowException  # mlflow is an optional tracker
 
         try:
             run = self.client.get_run(self.run_id)
@@ -182,7 +183,7 @@ class MlflowTracker:
         return run
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow is an optional tracker
 
         now = int(time.time() * 1000)
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])

@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from prover import modeling, policy
 from prover.async_rollout import make_batches
 from prover.branching import Brancher
 from prover.config import LearnerConfig, TrainConfig, engine_dtype
@@ -168,12 +169,10 @@ class Trainer:
             raise
 
     def _build(self, ckpt: Path | None) -> None:
-        from prover.learner import Learner
-        from prover.modeling import apply_threads
-        from prover.policy import starting_policy
+        from prover.learner import Learner  # lazy: torch loads when a run is built, not for its checks
 
         cfg, resume = self.cfg, self.resume
-        apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
+        modeling.apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
         if self.ranks.is_main:  # only the main process writes the run folder
             moved = self.run.start(fresh=not resume)
             if moved is not None:
@@ -182,7 +181,7 @@ class Trainer:
         self.ranks.barrier()
         self.make_env = lambda: make_configured_env(cfg.env)
         lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
-        policy_dir = ckpt if ckpt and not lora else starting_policy(cfg, self.run, self.make_env, self.report)
+        policy_dir = ckpt if ckpt and not lora else policy.starting_policy(cfg, self.run, self.make_env, self.report)
         self.policy_dir = None if ckpt else policy_dir  # the starting policy, whose evaluation may be kept
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,

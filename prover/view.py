@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.environment import ENVIRONMENT_FILE, summary_lines
-from prover.errors import ConfigError
+from prover.errors import ConfigError, ProverError
 from prover.files import read_jsonl
 from prover.svgchart import line_chart
 
@@ -171,9 +171,9 @@ def pick_groups(groups: list[dict[str, Any]], most: int) -> list[dict[str, Any]]
 # -- the page ----------------------------------------------------------------------------------------
 
 def _summary(run: Path, history: list[dict[str, Any]], notes: list[str]) -> str:
+    # lazy: every command builds this module's parser; yaml loads only when a page is made
     import yaml
 
-    from prover.errors import ProverError
     from prover.yaml_files import load_yaml_text
 
     rows: list[tuple[str, str]] = []

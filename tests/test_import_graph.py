@@ -3,14 +3,21 @@ exist"), checked on the source with ``ast``: every ``import x`` and ``from x imp
 (module level, inside functions, under ``TYPE_CHECKING``: a dependency is a dependency), relative imports
 resolved, plus ``importlib.import_module("...")`` with a literal name.
 
-Each rule is one named case; docs/architecture.md names the same cases, and
-``test_the_architecture_page_names_the_rules_this_file_enforces`` keeps the two lists equal. A known
-violation that another issue removes goes on its case as ``marks=pytest.mark.xfail(strict=True,
-reason=...)``: strict, so that the day it is fixed the mark fails and must come off.
+Each rule is one named case; docs/architecture.md names the same cases (tests/test_architecture_page.py keeps
+its lists of rules and floors equal to this file's). A known violation that another issue removes goes on its
+case as ``marks=pytest.mark.xfail(strict=True, reason=...)``: strict, so that the day it is fixed the mark
+fails and must come off.
 
 Besides the named rules, two shapes of the whole graph: no import circle (``import_circles`` takes any
 package root, so benchmarks/ can be held to it as well), and every import points down the floors of
 ``FLOORS`` or stays on its own floor (``upward_imports``); the floors are the table of docs/architecture.md.
+Every module these tables name exists, and every module of prover/ stands on a floor and (in engines/) is
+the engine contract or an implementation, so a table cannot keep a name the tree lost.
+
+An import inside a function (in prover/, plugins/ and examples/plugins/) is kept there for a cost (torch, an
+optional extra, a command's start), and a comment says which: on the import's line, on the line above it, or
+above the run of imports it opens (``unexplained_imports``); a tool's directive alone (``# noqa: F401``) says
+nothing.
 
 ``prover.judges.health`` counts as judge contract, beside ``base``: it reads only contract data (a
 judge's ``JudgeUsage`` and ``JudgeResult``, and ``max_failed_steps``, a field every judge has) and
@@ -21,7 +28,9 @@ decides what the framework does when any judge keeps failing; it builds or knows
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +38,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PROVER = REPO / "prover"
-ARCHITECTURE = REPO / "docs" / "architecture.md"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
-ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.sglang*", "prover.engines.tiny")
+# every module of prover/engines/ is the contract or an implementation (hf with its decode loop and KV helpers)
+ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
+ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.kv_cache",
+                          "prover.engines.prefix", "prover.engines.sglang*")
 
 
 def module_name(path: Path, root: Path = PROVER) -> str:
@@ -239,41 +250,6 @@ def test_imports_point_down_the_floors() -> None:
     assert not found, f"{len(found)} imports point from a lower floor up:\n" + "\n".join(found)
 
 
-def architecture_section(title: str, text: str | None = None) -> str:
-    """The text of the ``## title`` section of docs/architecture.md, up to the next ``## `` heading."""
-    text = ARCHITECTURE.read_text() if text is None else text
-    found = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert found, f"docs/architecture.md has no section '## {title}'"
-    return found.group(1)
-
-
-def documented_arrows(text: str | None = None) -> list[str]:
-    """The case names the page lists under "Arrows that must never exist", one ``- `name`: ...`` line each."""
-    return re.findall(r"^- `([a-z0-9-]+)`", architecture_section("Arrows that must never exist", text), re.M)
-
-
-def documented_floors(text: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
-    """The page's floors table, lowest first: ``| n | name | `module`, `module` ... |`` rows."""
-    rows = re.findall(r"^\| *\d+ *\| *([a-z ]+?) *\|(.*)\|$", architecture_section("Floors", text), re.M)
-    return [(name, tuple(re.findall(r"`([a-z_.]+)`", rooms))) for name, rooms in rows]
-
-
-def test_the_architecture_page_names_the_rules_this_file_enforces() -> None:
-    assert documented_arrows() == [p.id for p in RULES] + list(GRAPH_CHECKS)
-
-
-def test_the_architecture_page_shows_the_floors_this_file_enforces() -> None:
-    assert documented_floors() == FLOORS
-
-
-def test_the_page_parsers_read_what_they_are_given() -> None:
-    page = ("# t\n## Arrows that must never exist\n- `a-rule`: words `x`\n  - `not-a-case`\n- `b`: y\n"
-            "## Floors\n| floor | name | rooms |\n|---|---|---|\n| 1 | ground | `prover.a`, `prover.b` |\n"
-            "| 2 | run folder | `prover.run` (and its lock) |\n## Next\n- `c`: z\n")
-    assert documented_arrows(page) == ["a-rule", "b"]
-    assert documented_floors(page) == [("ground", ("prover.a", "prover.b")), ("run folder", ("prover.run",))]
-
-
 def test_circles_and_upward_imports_are_found(tmp_path: Path) -> None:
     """A fake package with a two-module circle, a three-module circle through a function-level relative
     import and a TYPE_CHECKING one, an upward import, and a module importing itself (no circle)."""
@@ -340,6 +316,83 @@ def test_resolve_relative_imports() -> None:
 
 def test_sglang_star_matches_every_sglang_module() -> None:
     assert all(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines.sglang", "prover.engines.sglang_http",
-                                                           "prover.engines.hf", "prover.engines.tiny.build"))
+                                                           "prover.engines.hf", "prover.engines.prefix.x"))
     assert not any(within(m, ENGINE_IMPLEMENTATIONS) for m in ("prover.engines", "prover.engines.base",
                                                                "prover.engines.hfx"))
+
+
+def table_names() -> set[str]:
+    """Every module name this file's tables hold: the floors, the rules' three lists, the named groups."""
+    names = {room for _, rooms in FLOORS for room in rooms}
+    for case in RULES:
+        rule = case.values[0]
+        names.update(rule.sources + rule.forbidden + rule.allowed)
+    return names | set(JUDGE_CONTRACT + ENGINE_CONTRACT + ENGINE_IMPLEMENTATIONS + PARTS + CONFIG_LOADING)
+
+
+def test_every_module_the_tables_name_exists() -> None:
+    modules = set(import_graph(PROVER))
+    missing = sorted(n for n in table_names() if not any(within(m, (n,)) for m in modules))
+    assert not missing, "the tables name modules prover/ does not have:\n" + "\n".join(missing)
+
+
+def test_every_engine_module_is_the_contract_or_an_implementation() -> None:
+    engines = [m for m in import_graph(PROVER) if within(m, ("prover.engines",))]
+    unplaced = sorted(m for m in engines if m not in ENGINE_CONTRACT and not within(m, ENGINE_IMPLEMENTATIONS))
+    assert not unplaced, "engine modules in neither ENGINE_CONTRACT nor ENGINE_IMPLEMENTATIONS:\n" + "\n".join(unplaced)
+
+
+TOOL_DIRECTIVE = re.compile(r"#\s*(noqa\b(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore\S*|pragma:\S*)")
+
+
+def unexplained_imports(source: str) -> list[int]:
+    """The line of every import inside a function (at any depth) that no comment explains: none on its own
+    lines, and none on a comment line just above it or above an earlier import of its run (imports one
+    after another in one block of statements, blank lines allowed between them)."""
+    said: dict[int, bool] = {}  # line -> a comment with words on it; True when the line is that comment alone
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and re.search(r"[A-Za-z]{2}", TOOL_DIRECTIVE.sub("", tok.string)):
+            said[tok.start[0]] = not tok.line[:tok.start[1]].strip()
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ast.iter_fields(node):
+            block = field[1] if isinstance(field[1], list) else []
+            run_explained = False  # a comment line above an import explains the imports that follow it
+            for stmt in block:
+                if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    run_explained = False
+                    continue
+                run_explained = run_explained or bool(said.get(stmt.lineno - 1))
+                own = any(line in said for line in range(stmt.lineno, stmt.end_lineno + 1))
+                if in_function and not (own or run_explained):
+                    found.append(stmt.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source), False)
+    return sorted(found)
+
+
+def test_every_function_level_import_says_why() -> None:  # prover's, and the plugins' (plugins/, examples/)
+    paths = [p for root in (PROVER, REPO / "plugins", REPO / "examples" / "plugins") for p in root.rglob("*.py")]
+    found = [f"{path.relative_to(REPO)}:{line}" for path in paths for line in unexplained_imports(path.read_text())]
+    assert not found, (f"{len(found)} imports inside a function with no comment saying why (the cost it avoids, "
+                       "or the circle it breaks); move each to the top if it costs nothing:\n" + "\n".join(found))
+
+
+def test_unexplained_imports_finds_each_form() -> None:
+    source = ("import os\ndef f():\n"                  # 1: module level, no comment needed
+              "    import json\n"                       # 3: no comment
+              "    import re  # lazy: why\n    import csv\n"  # 5: the comment beside re is about re alone
+              "    # torch is heavy\n    import torch\n"
+              "    from a import (b,\n                   c)\n"  # 8: a run headed by the comment above torch
+              "\n    from prover import x\n"           # 11: still the run (a blank line between)
+              "    y = 1\n    import gzip  # noqa: F401\n"  # 13: a directive is no reason
+              "    import bz2  # noqa: F401  (an optional codec)\n"
+              "    y = 2  # a comment on code above\n    import lzma\n"  # 16: that comment is about the code
+              "class K:\n    def m(self):\n        try:\n"
+              "            import yaml\n"               # 20: in a method, inside try
+              "        except ImportError:\n            pass\n        def inner():\n"
+              "            from . import z\n")          # 24: in a nested function
+    assert unexplained_imports(source) == [3, 5, 13, 16, 20, 24]

@@ -25,6 +25,7 @@ from prover.scaffold import render
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"env": "scaf-env", "credit": "scaf_credit", "judge": "scaf-judge"}  # both separators
 EXAMPLES = {"env": "dial", "credit": "loo", "judge": "recent"}  # examples/plugins/prover-<name>
+BUILD_OUTPUT = ("__pycache__", ".pytest_cache", "build", "dist")  # what installing or testing an example leaves
 TIMEOUT_S = 240
 # The scaffold's env with its example replaced, as a user replaces the dial with their own game: other
 # words, another state key, no training recipe. The generated tests must still pass on it (issue 47: the
@@ -180,7 +181,12 @@ def test_a_target_that_is_not_an_empty_folder_is_refused_and_left_alone(tmp_path
 
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_the_examples_are_what_prover_new_writes(kind) -> None:
-    """docs/plugins.md walks through examples/plugins/; they must stay the scaffold's output."""
+    """docs/plugins.md walks through examples/plugins/; they must stay the scaffold's output, file for file:
+    a change to scaffold_templates.py fails here until the examples are written again with `prover new`."""
     folder = ROOT / "examples" / "plugins" / f"prover-{EXAMPLES[kind]}"
-    for rel, text in render(kind, EXAMPLES[kind]).items():
+    written = render(kind, EXAMPLES[kind])
+    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+                     and not any(part in BUILD_OUTPUT or part.endswith(".egg-info") for part in p.parts))
+    assert present == sorted(written), f"{folder} holds other files than `prover new {kind}`"
+    for rel, text in written.items():
         assert (folder / rel).read_text() == text, f"{folder / rel} differs from `prover new {kind}`"

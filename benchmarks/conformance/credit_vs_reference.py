@@ -11,8 +11,9 @@ The reference is ``compute_gigpo_outcome_advantage`` (verl-agent ``gigpo/core_gi
 ``compute_grpo_outcome_advantage`` (``verl/trainer/ppo/core_algos.py``) at commit d0b97244c50f of
 ``vanzll/verl-agent``, the fork of ``langfengQ/verl-agent`` that docs/methods/gigpo.md and grpo.md were
 checked against. It is never committed here: ``--reference PATH`` names a verl-agent checkout (any
-commit) or a folder holding the two files; otherwise they are fetched into
-``~/.cache/prover/reference/verl-agent-<commit>`` (``PROVER_CACHE`` moves it). Without them (offline,
+commit), a git directory that has the pinned commit, or a folder holding the two files, which are copied
+into ``~/.cache/prover/reference/verl-agent-<commit>`` (``PROVER_CACHE`` moves it); otherwise they are
+fetched into it (``reference_files.PinnedFiles``, as for every conformance script). Without them (offline,
 ``--no-fetch``) only our timings are printed, with the commands that get the files. Loading needs torch
 only: ``verl`` is replaced by a stub module.
 
@@ -36,17 +37,16 @@ import contextlib
 import gc
 import importlib.util
 import io
-import os
 import random
 import statistics
 import sys
 import time
 import types
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.conformance.reference_files import PinnedFiles
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.gigpo import GiGPO, GiGPOConfig, gigpo_row_advantages
@@ -55,6 +55,7 @@ from prover.types import Batch, Group, Trajectory, Turn
 
 REF_REPO, REF_COMMIT = "vanzll/verl-agent", "d0b97244c50f17fb43a6ef0a15bca0e95a044ff7"  # as docs/methods/*.md
 REF_FILES = {"core_gigpo.py": "gigpo/core_gigpo.py", "core_algos.py": "verl/trainer/ppo/core_algos.py"}
+REFERENCE = PinnedFiles(REF_REPO, REF_COMMIT, REF_FILES)
 
 
 SEED = 569  # the first seed whose 128 lengths sum to 3,547 rows, the batch issue 16 measured on
@@ -105,47 +106,6 @@ def reference_inputs(batch: Batch, cfg: TrainConfig, gamma: float) -> dict:
             "step_rewards": torch.tensor(returns, dtype=torch.float64),
             "anchor_obs": obj([t.state_key for _, _, t in rows]), "index": obj([g.task_id for g, _, _ in rows]),
             "traj_index": obj([tr.traj_id for _, tr, _ in rows])}
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("PROVER_CACHE", Path.home() / ".cache" / "prover"))
-    return root / "reference" / f"verl-agent-{REF_COMMIT[:12]}"
-
-
-def find_reference(path: Path | None, fetch: bool) -> dict[str, Path] | None:
-    """The two reference files: under ``path`` (a checkout or a flat folder), else cached, else fetched."""
-    folder = path or cache_dir()
-    found = {}
-    for name, sub in REF_FILES.items():
-        for candidate in (folder / sub, folder / name):
-            if candidate.is_file():
-                found[name] = candidate
-    if len(found) == len(REF_FILES):
-        return found
-    if path is not None or not fetch:
-        if path is not None:
-            print(f"{path}: no {' / '.join(REF_FILES)} (nor {' / '.join(REF_FILES.values())}) there")
-        return None
-    try:
-        got = {}
-        for name, sub in REF_FILES.items():
-            url = f"https://raw.githubusercontent.com/{REF_REPO}/{REF_COMMIT}/{sub}"
-            with urllib.request.urlopen(url, timeout=15) as resp:
-                got[name] = resp.read()
-    except OSError as e:
-        print(f"could not fetch the reference ({e.__class__.__name__}: {e})")
-        return None
-    folder.mkdir(parents=True, exist_ok=True)  # only once both arrived: a failed fetch leaves nothing
-    for name, data in got.items():
-        (folder / name).write_bytes(data)
-    return {name: folder / name for name in REF_FILES}
-
-
-def how_to_get() -> str:
-    lines = [f"  curl -fsSL --create-dirs -o {cache_dir() / n} https://raw.githubusercontent.com/{REF_REPO}/"
-             f"{REF_COMMIT}/{s}" for n, s in REF_FILES.items()]
-    return ("reference absent; only our timings follow. Get it with\n" + "\n".join(lines) +
-            "\nor pass --reference PATH (a verl-agent checkout, or a folder with core_gigpo.py and core_algos.py)")
 
 
 def load_reference(files: dict[str, Path]) -> tuple:
@@ -208,19 +168,19 @@ def cases(batch: Batch, ctx: CreditContext, ref: tuple | None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path, help="verl-agent checkout, or a folder with the two files")
-    ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
+    REFERENCE.add_arguments(ap, "verl-agent checkout, or a folder with the two files")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=SEED)
     args = ap.parse_args()
-    files = find_reference(args.reference, fetch=not args.no_fetch)
+    folder = REFERENCE.found(args, say_how=False)  # said below, after the batch line
+    files = {name: folder / name for name in REF_FILES} if folder else None
     ref = load_reference(files) if files else None
     batch, ctx = synthetic_batch(args.seed), CreditContext(TrainConfig())
     print(f"batch: {len(batch.groups)} groups x {len(batch.groups[0].trajectories)} trajectories x 5-50 turns, "
           f"{len(batch.turns())} rows; median of {args.repeats}; reference: "
           f"{', '.join(str(p) for p in files.values()) if files else 'absent'}\n")
     if ref is None:
-        print(how_to_get() + "\n")
+        print(REFERENCE.how_to_get() + "\nOnly our timings follow.\n")
     print("| method | ours ms | reference ms | reference / ours | float64 equal (max abs diff) |")
     print("|---|---|---|---|---|")
     for name, ours, theirs, checks in cases(batch, ctx, ref):

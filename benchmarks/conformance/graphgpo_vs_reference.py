@@ -38,14 +38,13 @@ import contextlib
 import io
 import random
 import sys
-import time
 import types
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.conformance.hgpo_vs_reference import alfworld_batch, few_states_batch, walk_batch
-from benchmarks.conformance.reference_files import PinnedFiles
+from benchmarks.conformance.reference_files import PinnedFiles, setting_label, side_by_side
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.graphgpo import GraphGPOConfig, graphgpo_row_advantages
@@ -145,30 +144,23 @@ def compare(ref: types.ModuleType, name: str, batch: Batch, anchor: str) -> tupl
     single = np.repeat(np.array(sizes) == 1, sizes)
     for setting in SETTINGS + (SIMILAR if anchor == "observation" else []):
         cfg = GraphGPOConfig(anchor=anchor, **setting)
-        t0 = time.perf_counter()
-        ours = graphgpo_row_advantages(batch, ctx, cfg)
-        t1 = time.perf_counter()
-        theirs = reference_rows(ref, batch, ctx.config, cfg)
-        t2 = time.perf_counter()
-        diff = np.abs(ours - theirs)
+        ours, diff, ours_ms, ref_ms = side_by_side(lambda c=cfg: graphgpo_row_advantages(batch, ctx, c),
+                                                   lambda c=cfg: reference_rows(ref, batch, ctx.config, c))
         main, lone = float(diff[~single].max(initial=0.0)), float(diff[single].max(initial=0.0))
         worst, worst_single = max(worst, main), max(worst_single, lone)
-        label = ", ".join(f"{k}={v}" for k, v in setting.items()) or "reference defaults"
-        print(f"| {name} | {anchor} | {label} | {len(ours)} | {main:.1e} | {lone:.1e} | "
-              f"{int((diff > TOLERANCE).sum())} | {int((diff == 0).sum())} | {(t1 - t0) * 1e3:.0f} / "
-              f"{(t2 - t1) * 1e3:.0f} |")
+        print(f"| {name} | {anchor} | {setting_label(setting, 'reference defaults')} | {len(ours)} | {main:.1e} | "
+              f"{lone:.1e} | {int((diff > TOLERANCE).sum())} | {int((diff == 0).sum())} | {ours_ms:.0f} / "
+              f"{ref_ms:.0f} |")
     return worst, worst_single
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path, help="alfworldauto checkout or git directory, or a folder with "
-                    "core_graph.py and core_gigpo.py")
-    ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
+    REFERENCE.add_arguments(ap, "alfworldauto checkout or git directory, or a folder with core_graph.py and "
+                            "core_gigpo.py")
     args = ap.parse_args()
-    folder = REFERENCE.find(args.reference, fetch=not args.no_fetch)
+    folder = REFERENCE.found(args)
     if folder is None:
-        print(REFERENCE.how_to_get())
         return 2
     ref = load_reference(folder)
     print(f"reference: {REF_REPO}@{REF_COMMIT[:12]}:{REF_FILES['core_graph.py']} ({folder}), float32 made float64\n")

@@ -36,14 +36,13 @@ import contextlib
 import io
 import random
 import sys
-import time
 import types
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.conformance.credit_vs_reference import synthetic_batch
-from benchmarks.conformance.reference_files import PinnedFiles
+from benchmarks.conformance.reference_files import PinnedFiles, setting_label, side_by_side
 from benchmarks.perf.credit_speed import record_batch
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
@@ -140,27 +139,20 @@ def compare(ref: types.ModuleType, name: str, batch: Batch, anchor: str) -> floa
     ctx, worst = CreditContext(TrainConfig()), 0.0
     for setting in SETTINGS:
         hgpo = HGPOConfig(anchor=anchor, **setting)
-        t0 = time.perf_counter()
-        ours = hgpo_row_advantages(batch, ctx, hgpo)
-        t1 = time.perf_counter()
-        theirs = reference_rows(ref, batch, ctx.config, hgpo)
-        t2 = time.perf_counter()
-        diff = np.abs(ours - theirs)
+        ours, diff, ours_ms, ref_ms = side_by_side(lambda c=hgpo: hgpo_row_advantages(batch, ctx, c),
+                                                   lambda c=hgpo: reference_rows(ref, batch, ctx.config, c))
         worst = max(worst, float(diff.max()))
-        label = ", ".join(f"{k}={v}" for k, v in setting.items())
-        print(f"| {name} | {anchor} | {label} | {len(ours)} | {diff.max():.1e} | {int((diff > TOLERANCE).sum())} "
-              f"| {int((diff == 0).sum())} | {(t1 - t0) * 1e3:.0f} / {(t2 - t1) * 1e3:.0f} |")
+        print(f"| {name} | {anchor} | {setting_label(setting)} | {len(ours)} | {diff.max():.1e} | "
+              f"{int((diff > TOLERANCE).sum())} | {int((diff == 0).sum())} | {ours_ms:.0f} / {ref_ms:.0f} |")
     return worst
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path, help="SERL checkout or git directory, or a folder with core_hgpo.py")
-    ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
+    REFERENCE.add_arguments(ap, "SERL checkout or git directory, or a folder with core_hgpo.py")
     args = ap.parse_args()
-    folder = REFERENCE.find(args.reference, fetch=not args.no_fetch)
+    folder = REFERENCE.found(args)
     if folder is None:
-        print(REFERENCE.how_to_get())
         return 2
     file = folder / "core_hgpo.py"
     ref = load_reference(file)

@@ -1,14 +1,20 @@
 """Reference source files pinned at a commit, for the scripts that run a method's public code beside ours
-(``hgpo_vs_reference.py``, ``graphgpo_vs_reference.py``). Never committed here: they are read from
-``--reference PATH`` (a checkout, a git directory, or a folder holding the files by name), else from the
-cache ``$PROVER_CACHE/reference/<repo>-<commit>`` (default ``~/.cache/prover``), else fetched into it."""
+(``credit_vs_reference.py``, ``hgpo_vs_reference.py``, ``graphgpo_vs_reference.py``). Never committed here:
+they are read from ``--reference PATH`` (a checkout, a git directory, or a folder holding the files by name),
+else from the cache ``$PROVER_CACHE/reference/<repo>-<commit>`` (default ``~/.cache/prover``), else fetched
+into it."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 
 class PinnedFiles:
@@ -73,7 +79,36 @@ class PinnedFiles:
             (self.cache / name).write_bytes(data)
         return self.cache
 
+    def add_arguments(self, ap: argparse.ArgumentParser, what: str) -> None:
+        """``--reference PATH`` (``what``: what PATH may be) and ``--no-fetch``, for ``found``."""
+        ap.add_argument("--reference", type=Path, help=what)
+        ap.add_argument("--no-fetch", action="store_true", help="do not download the reference into the cache")
+
+    def found(self, args: argparse.Namespace, say_how: bool = True) -> Path | None:
+        """``find`` as the command line asks; when absent, None after printing how to get the files."""
+        folder = self.find(args.reference, fetch=not args.no_fetch)
+        if folder is None and say_how:
+            print(self.how_to_get())
+        return folder
+
     def how_to_get(self) -> str:
         lines = [f"  curl -fsSL --create-dirs -o {self.cache / name} {self.url(p)}" for name, p in self.files.items()]
         return ("reference absent. Get it with\n" + "\n".join(lines) + f"\nor pass --reference PATH (a checkout or "
                 f"git directory of {self.repo}, or a folder with {', '.join(self.files)})")
+
+
+def side_by_side(ours: Callable[[], np.ndarray], theirs: Callable[[], np.ndarray]
+                 ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Our values and the reference's, one run each (ours first), |ours - theirs| per row and each side's
+    milliseconds."""
+    t0 = time.perf_counter()
+    mine = ours()
+    t1 = time.perf_counter()
+    reference = theirs()
+    t2 = time.perf_counter()
+    return mine, np.abs(mine - reference), (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+
+def setting_label(setting: dict, default: str = "") -> str:
+    """A table's name for one setting of a method: ``k=v, k=v``, or ``default`` when it sets nothing."""
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or default

@@ -10,13 +10,9 @@ the t interval is what prover bench's verdicts read too).
 
 from __future__ import annotations
 
-import argparse
-
-from prover.bench.config import load_bench_config
-from prover.bench.matrix import plan
+from benchmarks.studies.bench_cells import matrix_cells
 from prover.bench.report import pct_ci
 from prover.bench.stats import bootstrap, t_interval
-from prover.bench.tables import collect
 
 
 def rows(results: list, envs: list[str], methods: list[str]) -> list[str]:
@@ -36,12 +32,8 @@ def rows(results: list, envs: list[str], methods: list[str]) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="benchmarks/configs/bench_interop.yaml")
-    ap.add_argument("overrides", nargs="*", help="dotted overrides of the matrix, e.g. dir=docs/bench/interop")
-    args = ap.parse_args()
-    p = plan(load_bench_config(args.config, args.overrides))
-    results, pending = collect(p)
+    p, results, pending = matrix_cells(__doc__.splitlines()[0], "benchmarks/configs/bench_interop.yaml",
+                                       "docs/bench/interop")
     if pending:
         print(f"{len(pending)} cell(s) not finished: " + "; ".join(f"{c.env} {c.method.row} seed {c.seed}"
                                                                    for c in pending) + "\n")

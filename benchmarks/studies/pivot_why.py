@@ -13,13 +13,10 @@ each side, Δ's standard error is sqrt((p1 (1 - p1) + p2 (1 - p2)) / K), at most
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
+from benchmarks.studies.bench_cells import matrix_cells
 from benchmarks.studies.pivot_tuning_readout import reach
-from prover.bench.config import load_bench_config
-from prover.bench.matrix import plan
-from prover.bench.tables import collect
 
 
 def why_rows(results: list, rows: list[str], groups_per_step: int) -> list[str]:
@@ -41,12 +38,8 @@ def why_rows(results: list, rows: list[str], groups_per_step: int) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="benchmarks/configs/bench_pivot.yaml")
-    ap.add_argument("overrides", nargs="*", help="dotted overrides of the matrix, e.g. dir=docs/bench/pivot")
-    args = ap.parse_args()
-    p = plan(load_bench_config(args.config, args.overrides))
-    results, pending = collect(p)
+    p, results, pending = matrix_cells(__doc__.splitlines()[0], "benchmarks/configs/bench_pivot.yaml",
+                                       "docs/bench/pivot")
     if pending:
         print(f"{len(pending)} cell(s) not finished; read without them")
     rows = [m.row for m in p.bench.methods if m.credit == "prover"]

@@ -14,6 +14,7 @@ common.rollout.group_size=4 'methods=[grpo,prover+contrast]'):"""
 
 
 def _epilog() -> str:
+    # lazy: these load pydantic, gymnasium and scipy, and `prover --help` builds this parser
     from prover.bench.config import PowerSpec
     from prover.bench.matrix import BenchConfig, MethodSpec
 
@@ -42,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    # lazy: the bench's rooms load pydantic, gymnasium and scipy; `prover --help` needs none
     from prover.bench.headline import power_lines
     from prover.bench.matrix import load_bench_config, plan
     from prover.bench.plots import curves_unavailable

@@ -24,6 +24,7 @@ from prover.bench.config import BenchConfig, MethodSpec, load_bench_config  # no
 from prover.config import TrainConfig, warmstart_lr
 from prover.config_load import config_from_tree
 from prover.errors import ConfigError, ProverError
+from prover.registry import CREDIT, ENVS, JUDGES
 
 RESERVED = ("steps", "seed", "env.name", "credit.name", "judge.name", "run.dir")  # set by the matrix itself
 
@@ -109,7 +110,7 @@ def _litellm_gap(section: dict, where: str) -> str | None:
         return None
     try:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
-        import litellm
+        import litellm  # an optional extra, and slow to import
     except ImportError:
         return "litellm is not installed (pip install 'prover-rl[litellm]')"
     missing = litellm.validate_environment(model=model).get("missing_keys") or []
@@ -120,7 +121,7 @@ def _local_gap(section: dict, where: str) -> str | None:
     path = section.get("model_path")
     if not path:
         return f"{where}.model_path is not set"
-    from prover.chat import expand_path
+    from prover.chat import expand_path  # lazy: the chat package loads http and ssl
 
     return None if Path(expand_path(path)).is_dir() else f"{where}.model_path {path!r} is not a folder"
 
@@ -167,8 +168,6 @@ def settings_hash(cfg: TrainConfig, start: str = "") -> str:
 
 
 def _check_names(bench: BenchConfig) -> None:
-    from prover.registry import CREDIT, ENVS, JUDGES
-
     for env in bench.envs:
         _named(partial(ENVS.get, env), f"envs: {env!r}")
     for k in bench.env_overrides:
@@ -293,8 +292,6 @@ def _cell_config(tree: dict, where: str) -> TrainConfig:
 
 def _judge_used(cfg: TrainConfig, m: MethodSpec) -> None:
     """A judge named for a method that never asks one would be built and paid for for nothing."""
-    from prover.registry import CREDIT
-
     bare = cfg.model_copy(deep=True)
     bare.judge = bare.judge.model_copy(update={"name": None})
     try:

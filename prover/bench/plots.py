@@ -20,7 +20,7 @@ def curves_unavailable() -> str | None:
     """Why no learning curve can be drawn (matplotlib missing), or None. ``prover bench`` asks before any
     cell trains, so the user hears it at once rather than after the whole matrix."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (the optional bench extra: only asked whether it is installed)
     except ImportError:
         return f"learning curves skipped: matplotlib is not installed ({INSTALL_HINT}); the tables are written anyway"
     return None
@@ -46,9 +46,11 @@ def plot_env(results: list[CellResult], methods: list[str], env: str, out: Path)
     if not mine:
         return None
     try:
+        # matplotlib is the optional bench extra: imported only to draw
         import matplotlib
 
         matplotlib.use("Agg")
+        # pyplot once the backend is set (Agg: no display); the same optional extra
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError as exc:

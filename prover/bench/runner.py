@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from prover.bench import stats, timing
+from prover.bench import plots, stats, timing
 from prover.bench.archive import archive_cells
 from prover.bench.forest import forest_markdown, write_forest
 from prover.bench.headline import headline_markdown
@@ -35,9 +35,11 @@ from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
 from prover.bench.report import markdown_tables, write_csvs
 from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, read_history, started_key, token_ratio
 from prover.config import TrainConfig
+from prover.envs import make_configured_env
 from prover.errors import ProverError
 from prover.files import write_atomic
-from prover.run import FileLock
+from prover.registry import CREDIT, JUDGES
+from prover.run import FileLock, RunDir
 
 Echo = Callable[[str], None]
 
@@ -61,10 +63,9 @@ def shared_policy(cell: Cell, bench: BenchConfig, verbose: bool, echo: Echo = pr
                   head: str = "") -> tuple[TrainConfig, bool]:
     """The cell's config, set to start from the warm-started policy it shares with other cells, and whether
     that policy was built now by this process (rather than found, or built by another one it waited for)."""
-    from prover.envs import make_configured_env
+    # lazy: rich and the training stack load only when a cell trains, not for --regen-only
     from prover.policy import prepare_policy
     from prover.progress import Reporter
-    from prover.run import RunDir
 
     cfg = cell.config
     where = warmstart_folder(bench, cell)
@@ -107,7 +108,7 @@ def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
 
 def _first_step_reporter(quiet: bool, on_first_step: Callable[[float], None] | None) -> Any:
     """The cell's Reporter; with ``on_first_step``, it is handed the seconds of the cell's first step."""
-    from prover.progress import Reporter
+    from prover.progress import Reporter  # lazy: rich loads only when a cell trains
 
     class FirstStep(Reporter):
         def step_line(self, r: dict[str, Any], total: int) -> None:
@@ -123,8 +124,7 @@ def run_cell(cell: Cell, head: str, bench: BenchConfig, verbose: bool, echo: Ech
              on_first_step: Callable[[float], None] | None = None) -> str:
     """Train one cell (resuming it when it can); return its closing progress line. ``on_first_step`` gets the
     seconds of its first step (an estimate of a bench with no timings yet need not wait for a whole cell)."""
-    from prover.run import RunDir
-    from prover.trainer import Trainer
+    from prover.trainer import Trainer  # lazy: the training stack loads only when a cell trains
 
     same = started_key(cell) == cell.key
     resume = same and RunDir(cell.config).latest_checkpoint() is not None
@@ -211,8 +211,6 @@ def precision_notes(plan: Plan) -> list[str]:
 def comparison_notes(plan: Plan, results: list) -> list[str]:
     """What a reader must know to trust a comparison: the GRPO base each method uses, the budget matching
     achieved, and which judges read state the agent never sees."""
-    from prover.registry import CREDIT, JUDGES
-
     norms: dict[str, set[str]] = {}
     for cell in plan.cells:
         norm = getattr(CREDIT.get(cell.method.credit).parse_config(cell.config), "norm", None)
@@ -236,19 +234,17 @@ def comparison_notes(plan: Plan, results: list) -> list[str]:
 def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -> tuple[list[Path], list[str]]:
     """The curve PNGs that could be drawn, and a note for each that could not: the tables never wait on
     (or fail with) matplotlib."""
-    from prover.bench.plots import curves_unavailable, plot_env
-
-    missing = curves_unavailable()
+    missing = plots.curves_unavailable()
     if missing is not None:
         return [], [missing]
-    plots, notes = [], []
+    drawn, notes = [], []
     for env in envs:
         try:
-            if (path := plot_env(results, methods, env, out)) is not None:
-                plots.append(path)
+            if (path := plots.plot_env(results, methods, env, out)) is not None:
+                drawn.append(path)
         except Exception as exc:  # noqa: BLE001 - a broken matplotlib install or backend costs that curve only
             notes.append(f"learning curve of {env} skipped: {' '.join(f'{type(exc).__name__}: {exc}'.split())}")
-    return plots, notes
+    return drawn, notes
 
 
 def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:

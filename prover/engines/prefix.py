@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from transformers import DynamicCache
 
 from prover.engines.decode import reserved_cache
 from prover.engines.kv_cache import KV, PrefixCache, row_columns, truncated
-
-if TYPE_CHECKING:
-    from transformers import DynamicCache
 
 # Below this many tokens a chunk-wide common prefix (the chat template's opening tokens) saves less than
 # the extra forward pass costs; duplicates are shared whatever their length.
@@ -78,8 +76,6 @@ def cache_layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]
 
 
 def dynamic_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
-    from transformers import DynamicCache
-
     return DynamicCache(layers)  # (ddp_cache_data): one full-attention layer per (keys, values)
 
 

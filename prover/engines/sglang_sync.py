@@ -146,7 +146,7 @@ class DistributedSync(DiskSync):
                               "is master_address reachable from the servers?") from exc
 
     def push(self, learner: Any, state: dict | None = None) -> None:
-        import torch
+        import torch  # torch is heavy: the engine's process loads it only to push weights
 
         if self.group is None:
             self._join()
@@ -196,7 +196,7 @@ class DistributedSync(DiskSync):
                 pass
 
     def _send(self, bucket: list[tuple[str, torch.Tensor]], device: torch.device) -> None:
-        import torch.distributed as dist
+        import torch.distributed as dist  # torch is heavy: loaded only once weights are pushed
 
         # no flush per bucket: the flush after /end_weight_update waits out running requests
         body = {"names": [n for n, _ in bucket], "dtypes": [str(t.dtype).removeprefix("torch.") for _, t in bucket],
@@ -220,7 +220,7 @@ class DistributedSync(DiskSync):
         group, self.group = self.group, None
         if group is None:
             return
-        import torch.distributed as dist
+        import torch.distributed as dist  # torch is heavy: loaded only once weights are pushed
 
         def destroy() -> None:
             try:
@@ -245,6 +245,7 @@ def join_weight_group(master_address: str, master_port: int, world_size: int, ra
     the address, so rank 0 builds the store on a socket bound to ``master_address`` (``listener``, or one
     made here), and only that interface accepts joiners.
     """
+    # torch is heavy: loaded only when a weight group is built
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
     from torch.distributed.rendezvous import rendezvous

@@ -355,6 +355,7 @@ def check_env_report(env: TextEnv, seeds: tuple[int, ...] = (0, 1, 2), n_steps: 
 
 def check_gymnasium(env: TextEnv) -> int:
     """gymnasium's own env checker, its warnings taken as failures (as the tests take them); returns 1."""
+    # lazy: gymnasium's checker, which only check-env runs
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
     try:

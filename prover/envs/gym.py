@@ -47,10 +47,11 @@ import gymnasium
 from gymnasium import spaces
 from pydantic import Field
 
+from prover.envs import make_env
 from prover.envs.base import TextEnv
 from prover.envs.success import SuccessRule
 from prover.errors import ConfigError, ContractError
-from prover.registry import load_target, split_target
+from prover.registry import ENVS, load_target, split_target
 
 NAMESPACE = "prover"
 ENTRY_POINT = "prover.envs.gym:make_prover_env"
@@ -90,8 +91,6 @@ def gymnasium_ids(names: list[str]) -> dict[str, str]:
 
 def make_prover_env(prover_env: str, **kwargs: object) -> TextEnv:
     """Gymnasium's entry point for every ``prover/...`` id: the prover env ``prover_env`` built with ``kwargs``."""
-    from prover.envs import make_env
-
     return make_env(prover_env, **kwargs)
 
 
@@ -106,8 +105,6 @@ def register_gymnasium_envs() -> dict[str, str]:
     """Register every prover env name in Gymnasium's registry; returns {prover name: Gymnasium id}.
     Safe to call again (an id already registered by this function is kept); an id that something else
     registered first is left alone and missing from the result."""
-    from prover.registry import ENVS
-
     names = [entry.name for entry in ENVS.entries() if not _is_adapter(entry.target)]
     done = {}
     for name, gym_id in gymnasium_ids(names).items():

@@ -60,6 +60,7 @@ from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.prompts import ANSWER_ONLY_PROMPT, SYSTEM_PROMPT, repair_message, user_prompt
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, run_tool
+from prover.modeling import check_model_dir
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]
@@ -367,8 +368,6 @@ class LocalJudge(AgenticJudge):
         return LocalChat(self.config)
 
     def check_ready(self) -> None:  # the folder, without loading the model (that waits for the first request)
-        from prover.modeling import check_model_dir
-
         if not self.config.model_path:
             raise ConfigError("judge.model_path is not set: give the local Hugging Face checkpoint folder")
         check_model_dir(self.config.model_path)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import ctypes
 import json
 import os
 import re
@@ -43,6 +44,7 @@ from typing import Any
 
 from prover.errors import ConfigError
 from prover.judges.shipped import CACHE_ENV, SHIPPED, ShippedModel, assemble, cache_root, packaged, sha256_of
+from prover.modeling import quiet_transformers
 
 DEFAULT_MODEL = "smollm2-135m"  # the shipped model converted when no file is given
 DEFAULT_NAME = "smollm2-135m-instruct"  # its folder's name
@@ -73,6 +75,7 @@ def is_complete(folder: Path) -> bool:
 def rebuild(model: Any) -> Any:
     """The same network as ``model`` in a plain model (no ``quantization_config``), its weights copied:
     what ``save_pretrained`` accepts. The copy is exact, so the logits are identical."""
+    # lazy: transformers loads torch; the converter's checks run without it
     from transformers import AutoModelForCausalLM
 
     config = copy.deepcopy(model.config)
@@ -88,16 +91,15 @@ def rebuild(model: Any) -> Any:
 
 def load_gguf(gguf: Path) -> tuple[Any, Any]:
     """(model, tokenizer) from a GGUF file, dequantized to float32."""
+    # torch and transformers are heavy: loaded only to read a GGUF file
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from prover.modeling import quiet_transformers
 
     quiet_transformers()
     if not gguf.is_file():
         raise ConfigError(f"GGUF file {str(gguf)!r} does not exist")
     try:
-        import gguf as _  # noqa: F401  (transformers reads GGUF files through it)
+        import gguf as _  # noqa: F401  (an optional extra; transformers reads GGUF files through it)
     except ImportError as exc:
         raise ConfigError("reading a GGUF file needs the gguf package: pip install gguf") from exc
     try:
@@ -124,7 +126,7 @@ def table_problem(gguf: Path) -> str:
     """Why ``gguf``'s metadata, tensor table or tensor data do not parse as the ``gguf`` package reads them
     (a file cut anywhere fails there: each tensor's bytes are shaped by its table entry), in one line, or ''."""
     try:
-        from gguf import GGUFReader
+        from gguf import GGUFReader  # gguf is an optional extra
     except ImportError:
         return ""  # load_gguf says how to install it
     try:
@@ -273,8 +275,6 @@ def stdout_to_stderr() -> Iterator[None]:
             yield
     finally:
         with contextlib.suppress(Exception):  # C's own stdout buffer, before fd 1 is stdout again
-            import ctypes  # here: only this flush needs it
-
             ctypes.CDLL(None).fflush(None)
         os.dup2(saved, 1)
         os.close(saved)

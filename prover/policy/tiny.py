@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prover.envs.base import TextEnv
-from prover.modeling import TINY_POSITIONS
+from prover.modeling import TINY_POSITIONS, quiet_transformers
+from prover.turn_prompts import agent_spec_for, bounded_text
 
 ENTITY_PIECES = r" ?[A-Za-z]+ [0-9]+| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+"
 PAD, BOS, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -30,8 +31,6 @@ def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
     """Prompts and completions of episodes that mix expert and random actions, on the train split, played
     on the env's ``corpus_env()`` when it names a faster one with the same text. Text is cut as the
     rollout cuts it (``bounded_text`` at the tiny model's positions), so a huge observation stays small."""
-    from prover.turn_prompts import agent_spec_for, bounded_text
-
     rng = random.Random(seed)
     env = make_env()
     env = env.corpus_env() or env
@@ -55,6 +54,7 @@ def env_corpus(make_env: Callable[[], TextEnv], n_episodes: int, seed: int,
 
 
 def train_tokenizer(texts: Iterator[str], vocab_size: int):
+    # tokenizers and transformers load torch's stack: only building the tiny policy needs them
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -80,10 +80,9 @@ def build_tiny_policy(make_env: Callable[[], TextEnv], out_dir: str | Path, *, v
                       intermediate_size: int = 384, corpus_episodes: int = 300, seed: int = 0,
                       history_window: int | None = None) -> Path:
     """Train the tokenizer, initialise the model, save both to ``out_dir``; returns the folder."""
+    # torch and transformers are heavy: only building the tiny policy needs them
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from prover.modeling import quiet_transformers
 
     quiet_transformers()
     out = Path(out_dir)

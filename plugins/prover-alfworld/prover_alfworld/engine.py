@@ -44,6 +44,7 @@ class RealGame:
     """
 
     def __init__(self) -> None:
+        # alfworld and textworld are heavy: loaded when a game is built, not when prover reads the entry point
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
         from textworld import EnvInfos
         from textworld.envs.pddl import PddlEnv

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from prover.envs import TextEnv
-from prover.envs.alfworld_sim.env import SCENES
+from prover.envs.alfworld_sim.env import SCENES, AlfworldSimEnv
 from prover.envs.alfworld_sim.prompts import PRESETS
 from prover.envs.alfworld_sim.rules import RULES
 from prover.envs.alfworld_sim.world import TASK_TYPES, generate
@@ -108,8 +108,6 @@ class AlfworldEnv(TextEnv):
 
     def corpus_env(self) -> TextEnv:
         """alfworld-sim with this env's tasks and prompt: the same text, without the engine's cost."""
-        from prover.envs.alfworld_sim.env import AlfworldSimEnv
-
         return AlfworldSimEnv(task_types=self.task_types, scene=self.scene, max_steps=self.max_steps,
                               prompt=self.prompt, rules=self.rules)
 

