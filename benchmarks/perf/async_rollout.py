@@ -1,4 +1,4 @@
-"""Asynchronous rollouts against the synchronous loop, side by side in one run (issue 29 §3).
+"""Asynchronous rollouts against the synchronous loop, side by side in one run.
 
     OMP_NUM_THREADS=1 nice -n 19 python -m benchmarks.perf.async_rollout [--envs pivot-sim alfworld-sim]
         [--seeds 0 1 2] [--steps 12] [--policy ENV=DIR ...] [--two-threads] [--out FILE] [overrides ...]

@@ -1,4 +1,4 @@
-"""Lighter recipes for the README's main job, tried on seeds other than 0 (issue 29 §4).
+"""Lighter recipes for the README's main job, tried on seeds other than 0.
 
     python -m benchmarks.perf.main_job_recipes --name small-1000x1 --seeds 1,2 -- model.tiny.hidden_size=96 ...
     python -m benchmarks.perf.main_job_recipes --render          # the markdown table only
@@ -53,7 +53,7 @@ def fresh_clone(res: dict) -> list[str]:
     f = res.get("fresh_clone")
     if f is None:
         return []
-    return ["", f"On a fresh clone (`../shared/tools/fresh-clone`, commit {f['commit']}, {f['date']}, {f['load']}), "
+    return ["", f"On a fresh clone (commit {f['commit']}, {f['date']}, {f['load']}), "
             f"`{f['command']}`: install {f['install_s']:.0f} s, `prover train` {f['train_s']:.0f} s (the SFT "
             f"{f['sft_s']:.0f} s of it), **{f['total_s']:.0f} s** with the venv; held-out {f['eval_before']:.3f} -> "
             f"{f['eval_after']:.3f}."]
