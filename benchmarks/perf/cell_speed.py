@@ -178,9 +178,13 @@ def main() -> None:
     ap.add_argument("--policy", help="warm-started policy folder (default: built here)")
     ap.add_argument("--later-cell", action="store_true", help="time the after tree's cell as a matrix's later "
                     "cell of a seed: the shared policy's step-0 evaluation already in the evaluation cache")
+    ap.add_argument("--lever", help="what the two trees differ in, as the page names the comparison (e.g. "
+                    "'shared prompt prefixes / none'); default: the two revisions")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "perf" / "cell.json"))
     args = ap.parse_args()
     res = measure(args.before, [int(s) for s in args.seeds.split(",")], args.threads, args.policy, args.later_cell)
+    if args.lever:
+        res["lever"] = args.lever
     Path(args.out).write_text(json.dumps(res, indent=1))
     print("\n".join(table(res)))
 

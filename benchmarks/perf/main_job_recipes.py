@@ -69,7 +69,7 @@ def section(res: dict, levers: dict | None = None) -> list[str]:
     rates = "; ".join(f"{k}: {v}" for k, v in rate.items() if k != "what")
     return ["## The five-minute main job", "",
             f"The goal: the README's first command, install included, in at most 300 s on an idle machine of this "
-            f"kind, with held-out success rising at least 10 points on seed 0. **Not reached.** Today's main job "
+            f"kind, with held-out success rising at least 10 points on seed 0. **Not reached.** The main job "
             f"(commit {idle['commit']}, seed {idle['seed']}, {idle['load']}) took **{idle['wall_s']:.0f} s** of "
             f"training ({idle['cpu_s']:.0f} CPU s, one thread; held-out {idle['eval_before']:.3f} -> "
             f"{idle['eval_after']:.3f}) before the install: {phases}.", *fresh_clone(res), "",
