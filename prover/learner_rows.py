@@ -4,7 +4,7 @@ A turn row (``Row``) is one turn: its prompt, its completion and, per completion
 log-prob, the advantage and the loss mask. It is what every turn of a windowed prompt trains as.
 
 A sequence row (``SequenceRow``) is several turns of one trajectory whose token ids are append-only: each
-turn's prompt + completion is, exactly, the start of the next turn's prompt (as chat prompts are, issue 43).
+turn's prompt + completion is, exactly, the start of the next turn's prompt (as chat prompts are).
 It is forwarded once, as its last turn's prompt + completion, and each turn's completion is trained at its
 own positions with its own advantages, log-probs and mask; every other token is context. Causal attention
 makes the logits at a position depend on the tokens before it alone, so they are the turn row's logits,

@@ -257,7 +257,7 @@ class Registry:
 # The built-ins, each by its "module:Object" string: listing them imports none of them.
 ENVS = Registry("env", "prover.envs", "prover.envs:TextEnv", protocol="prover.envs.base:EnvContract", builtins={
     "alfworld-sim": "prover.envs.alfworld_sim:AlfworldSimEnv",
-    # alfworld-sim follows ALFWorld's own tables (issue 15); alfworld-sim-v1 keeps the sim's first tables,
+    # alfworld-sim follows ALFWorld's own tables; alfworld-sim-v1 keeps the sim's first tables,
     # whose text already matched the real engine step for step. v0 is gone: asking for it suggests v1.
     "alfworld-sim-v1": "prover.envs.alfworld_sim:AlfworldSimV1Env",
     "webshop-sim": "prover.envs.webshop_sim:WebshopSimEnv",

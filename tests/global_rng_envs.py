@@ -1,4 +1,4 @@
-"""Test envs that draw from the process-wide RNGs, as GEM's and TextArena's games do (issue 47 §1).
+"""Test envs that draw from the process-wide RNGs, as GEM's and TextArena's games do.
 
 ``DiceEnv`` seeds ``random`` and ``np.random`` in reset, as ``gem.Env.reset`` does, and draws a die from
 ``random`` and a wind from ``np.random`` at every roll: each instance alone is reproducible, several in

@@ -1,4 +1,4 @@
-"""alfworld-sim with odd text in its answers, for the env-text contract (issue 48 §3): a lone surrogate
+"""alfworld-sim with odd text in its answers, for the env-text contract: a lone surrogate
 (what ``errors="surrogateescape"`` decoding leaves) in the task or in an admissible action of about every
 other task, or valid non-ASCII text ('√', accented titles) in every task. ``env.name=odd_text_envs:<Class>``."""
 

@@ -15,7 +15,7 @@ from prover.envs.alfworld_sim.world import generate
 from prover.errors import ConfigError
 from test_alfworld_sim import Game, make_world
 
-# -- ALFWorld's rules (issue 15) ------------------------------------------------------------------
+# -- ALFWorld's rules ------------------------------------------------------------------------------
 # Expected values below are read off ALFWorld's own files by hand, never from our tables:
 # constants.py = alfworld/gen/constants.py, alfred.pddl / alfred.twl2 = alfworld/data/.
 V1 = RULES["v1"]
@@ -171,8 +171,8 @@ def test_generated_tasks_follow_alfworld():
 
 
 def test_v1_rooms_are_unchanged():
-    # Pinned from the code before issue 15: seed 0 of the train split, and a checksum of the goals,
-    # receptacles and starting places of 200 default-sized v1 rooms.
+    # Pinned from the code before the sim followed ALFWorld's tables: seed 0 of the train split, and a checksum
+    # of the goals, receptacles and starting places of 200 default-sized v1 rooms.
     env = make_env("alfworld-sim-v1")
     _, info = env.reset(seed=0)
     assert info["task"] == "heat some bread and put it in fridge."

@@ -1,5 +1,5 @@
 """`prover bench` with many seeds and no timings yet prints an estimate of the whole matrix after the first
-step of the first cell, not only after that cell ends (issue 48 §6). A real process, stopped by SIGTERM once
+step of the first cell, not only after that cell ends. A real process, stopped by SIGTERM once
 the line has come."""
 
 from __future__ import annotations

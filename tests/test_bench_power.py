@@ -131,6 +131,10 @@ def test_pilot_cells_plan_the_reported_seeds_and_the_headline_reads_them(tmp_pat
     assert "## Headline: gigpo vs grpo" in text
     assert "| +0.8 | [+0.3, +1.3] | [" in text and "| 0.0215 | 0.90 | better |" in text
     assert "- power (gigpo − grpo" in text
+    # the result first, its provenance under it, the method after the tables
+    order = [text.index(s) for s in ("## Headline", "> **Provenance.** Written", "## Table 1", "## Method",
+                                     "### The matrix")]
+    assert order == sorted(order)
 
 
 def test_power_compare_must_name_rows(tmp_path):

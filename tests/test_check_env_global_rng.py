@@ -1,4 +1,4 @@
-"""Foreign envs that draw from the process-wide RNGs cannot corrupt an episode (issue 47 §1).
+"""Foreign envs that draw from the process-wide RNGs cannot corrupt an episode.
 
 ``check_env`` steps two instances in lockstep, as the rollout does, from a reset and from a snapshot
 restored into both, and names a dependence on the global RNGs (rule ``global-rng``); the protection

@@ -1,4 +1,4 @@
-"""Branching continuations share a bounded pool of env instances (issue 47 §3): more continuations than
+"""Branching continuations share a bounded pool of env instances: more continuations than
 ``rollout.max_branch_envs`` take turns on the instances, each restored from its own snapshot, and play
 exactly what one instance each plays; so do the episodes of a batch larger than the bound (an evaluation)
 from their reset; the ``env/*`` counts say how many instances were made."""

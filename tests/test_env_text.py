@@ -1,4 +1,4 @@
-"""The text an env hands the agent must be valid Unicode (issue 48 §3): any character ('√', accented titles,
+"""The text an env hands the agent must be valid Unicode: any character ('√', accented titles,
 emoji) is accepted; a lone surrogate (what surrogateescape decoding leaves) in a task, an observation or an
 admissible action ends that episode as an env error naming the text, never the run, and ``check_env``
 refuses such an env."""

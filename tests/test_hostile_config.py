@@ -1,4 +1,4 @@
-"""Configs a hostile or careless user writes (issue 48 §2, §5): YAML aliases that expand past a bound are
+"""Configs a hostile or careless user writes: YAML aliases that expand past a bound are
 refused before any folder changes, wherever they sit (a free-form dict, an override); seeds have one range,
 checked where the config loads (train and bench alike); a bool is not a number, in plugin settings
 either, and a number is finite."""

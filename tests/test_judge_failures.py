@@ -1,4 +1,4 @@
-"""A judge that fails is visible (issue 13 §6): failures counted by kind, retries counted, lost proposals
+"""A judge that fails is visible: failures counted by kind, retries counted, lost proposals
 counted and their reasons saved, a warning line when every request of a step failed, a stop after
 ``judge.max_failed_steps`` such steps, and bounded tool answers and rationales. Judges talk to a real
 OpenAI-compatible server on 127.0.0.1 (tests/openai_server.py), scripted per test."""

@@ -1,4 +1,4 @@
-"""A chat trajectory forwarded once (a sequence row) trains as its turns would one row each (issue 43, §3).
+"""A chat trajectory forwarded once (a sequence row) trains as its turns would one row each.
 
 Every turn's prompt + completion is the start of the next turn's prompt (chat prompts: the transcript so far
 plus the env's reply), so causal attention gives each completion token the same logits in the whole

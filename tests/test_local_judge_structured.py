@@ -1,4 +1,4 @@
-"""The offline LLM judge (issue 14 part 4): structured output under a JSON schema on a local model, the
+"""The offline LLM judge: structured output under a JSON schema on a local model, the
 answer-only mode, the judge's replies in groups.jsonl and `prover view`, and the GGUF conversion.
 
 The structured tests run tiny Llama models with random weights and a ChatML template, sampled at

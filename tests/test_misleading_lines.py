@@ -1,4 +1,4 @@
-"""Lines that must not mislead (issue 48 §6): symlinked run folders act on their target and a broken link is
+"""Lines that must not mislead: symlinked run folders act on their target and a broken link is
 one line with nothing moved; a plugin that exits or hangs while imported is one honest line; a step stopped by
 env faults leaves the groups.jsonl its line points to; a full disk names the folder and how to go on."""
 

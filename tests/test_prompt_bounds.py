@@ -1,4 +1,4 @@
-"""No observation can hang the trainer: every prompt fits the model's positions (issue 27 §2).
+"""No observation can hang the trainer: every prompt fits the model's positions.
 
 The policy under test (prover/rollout.py): the oldest history entries go first, then the observation's
 end is cut with a mark, and a prompt that still cannot fit ends its episode as an env error naming the

@@ -28,8 +28,8 @@ EXAMPLES = {"env": "dial", "credit": "loo", "judge": "recent"}  # examples/plugi
 BUILD_OUTPUT = ("__pycache__", ".pytest_cache", "build", "dist")  # what installing or testing an example leaves
 TIMEOUT_S = 240
 # The scaffold's env with its example replaced, as a user replaces the dial with their own game: other
-# words, another state key, no training recipe. The generated tests must still pass on it (issue 47: the
-# first template's checked the dial's own text, key and recipe, and failed once the dial was gone).
+# words, another state key, no training recipe. The generated tests must still pass on it (a
+# template that checked the dial's own text, key and recipe, and failed once the dial was gone).
 REPLACED = "swapped"
 REPLACED_ENV = """
 

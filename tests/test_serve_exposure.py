@@ -1,5 +1,5 @@
 """`prover serve` on an address beyond this machine without PROVER_SGLANG_API_KEY is refused in one line,
-unless the flag that names the risk is given (issue 48 §4)."""
+unless the flag that names the risk is given."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A chat warm start forwarded once per episode trains as its turns would one row each (issue 44, step 1).
+"""A chat warm start forwarded once per episode trains as its turns would one row each.
 
 The warm start's expert rows in a chat context are the turns of growing chats: each turn's prompt +
 completion is the start of the next turn's prompt. ``Learner.sft`` forwards each run of such rows in a batch

@@ -1,4 +1,4 @@
-"""Every network call is bounded as a whole, not per read, and a stop reaches a call in flight (issue 48 §1).
+"""Every network call is bounded as a whole, not per read, and a stop reaches a call in flight.
 Real servers on 127.0.0.1 that trickle their replies (tests/trickle_server.py), a real training process and
 a real SIGTERM."""
 

@@ -1,6 +1,6 @@
 """A finished run closes every env its rollout made: `prover bench` trains many cells in one process, and an env
-that holds a process (TWX's JVM, a game server) would otherwise outlive its cell (issue 47's bench found
-196 JVMs in one bench process)."""
+that holds a process (TWX's JVM, a game server) would otherwise outlive its cell (a bench process once held
+196 JVMs)."""
 
 from __future__ import annotations
 

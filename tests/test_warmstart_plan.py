@@ -1,4 +1,4 @@
-"""The warm start with an expert that follows a fixed plan (issue 47 §4): TextWorld-Express's gold path
+"""The warm start with an expert that follows a fixed plan: TextWorld-Express's gold path
 cannot continue once a random action left it. Such an episode ends at that action, with one line saying
 so; an env with no expert at all is still refused with 'no expert'."""
 

@@ -1,7 +1,7 @@
 """A real HTTP server on 127.0.0.1 that never finishes its reply: it sends one byte at a time with a pause
 between them, in the headers, in a body of announced length, or as an endless chunked body. Every read
 the client makes returns within the pause, so a per-read socket timeout never trips; only a bound on the
-whole call stops a client (issue 48 §1)."""
+whole call stops a client."""
 
 from __future__ import annotations
 

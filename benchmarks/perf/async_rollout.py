@@ -1,4 +1,4 @@
-"""Asynchronous rollouts against the synchronous loop, side by side in one run (issue 29 §3).
+"""Asynchronous rollouts against the synchronous loop, side by side in one run.
 
     OMP_NUM_THREADS=1 nice -n 19 python -m benchmarks.perf.async_rollout [--envs pivot-sim alfworld-sim]
         [--seeds 0 1 2] [--steps 12] [--policy ENV=DIR ...] [--two-threads] [--out FILE] [overrides ...]
@@ -121,12 +121,12 @@ def summarize(cells: list[dict]) -> dict:
 
 def section(res: dict) -> list[str]:
     """docs/perf.md's section: steps per hour and held-out success, synchronous against asynchronous."""
-    lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "", when(res), "",
+    lines = ["## Asynchronous rollouts (rollout.max_off_policy_steps)", "",
              f"`{today_command(res['command'])}`", "",
              f"{res['steps']} RL steps per cell ({res.get('method', '')}) from one warm start per env; the cells "
              "of a seed ran one after the other. `async` is two processes (learner, rollout worker), one torch "
              "thread each, and samples each step's batch one policy version behind the learner "
-             "(prover/async_rollout.py); `sync` is today's loop on one thread"
+             "(prover/async_rollout.py); `sync` is the usual loop on one thread"
              + (", `sync-2-threads` the same on two" if any(c["threads"] == 2 for c in res["cells"]) else "")
              + ". Steps per hour exclude step 1 (the worker's start); the load average is at the end of each cell.", "",
              "| env | seed | mode | steps/h | vs sync | s/step: wait for batch | sampling | credit | learner "
@@ -144,7 +144,7 @@ def section(res: dict) -> list[str]:
         ratios = ", ".join(f"{r:.2f}x" for r in s["async_over_sync_steps_per_hour"])
         diffs = ", ".join(f"{d:+.3f}" for d in s["eval_end_diff"])
         lines.append(f"| {env} | {ratios} | {s['eval_end_sync']:.3f}; {s['eval_end_async']:.3f}; {diffs} |")
-    return lines + ([""] + res["notes"] if res.get("notes") else [])
+    return lines + ["", when(res)] + ([""] + res["notes"] if res.get("notes") else [])
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""bfloat16 on this CPU for a real model: what it buys the engine and the learner, and what it changes (issue 43 §4).
+"""bfloat16 on this CPU for a real model: what it buys the engine and the learner, and what it changes.
 
     python -m benchmarks.perf.bf16 [--model DIR] [--rounds 3] [--threads 1]
 

@@ -1,4 +1,4 @@
-"""The Brancher's prefill per generated token, windowed prompts against the chat context (issue 43).
+"""The Brancher's prefill per generated token, windowed prompts against the chat context.
 
     python -m benchmarks.perf.branch_prefill --before REV --policy DIR [--steps 2] [--seed 0]
 

@@ -1,4 +1,4 @@
-"""A bench cell's wall time, this tree beside an older revision's, at the same seeds and load (issue 29 §5).
+"""A bench cell's wall time, this tree beside an older revision's, at the same seeds and load.
 
     python -m benchmarks.perf.run --sections cell --before REV [--cell-seeds 0,1,2,3,4] [--cell-threads 1]
     python -m benchmarks.perf.cell_speed --before REV [--seeds 0,1,2,3,4] [--threads 1|default] [--policy DIR]
@@ -15,8 +15,8 @@ prover/eval_cache.py). The cache is filled for each seed, untimed, by a ``steps=
 before the two cells start (what the seed's first cell computes); the before tree samples it as it always did.
 
 ``--threads 1`` sets OMP_NUM_THREADS=1 in both, as the bench files' two-process commands do; ``default``
-removes OMP_NUM_THREADS and MKL_NUM_THREADS, so each tree runs at its own default (before issue 29: torch's
-default, one thread per core; since: 1 thread for the tiny model).
+removes OMP_NUM_THREADS and MKL_NUM_THREADS, so each tree runs at its own default (revisions before 2026-12-04:
+torch's default, one thread per core; since: 1 thread for the tiny model).
 
 The results must agree: evaluation samples at temperature 1, and shared prompt prefixes regroup a call's
 prompts, so the draws differ; the check is that held-out success is equal in distribution, read as the
@@ -178,9 +178,13 @@ def main() -> None:
     ap.add_argument("--policy", help="warm-started policy folder (default: built here)")
     ap.add_argument("--later-cell", action="store_true", help="time the after tree's cell as a matrix's later "
                     "cell of a seed: the shared policy's step-0 evaluation already in the evaluation cache")
+    ap.add_argument("--lever", help="what the two trees differ in, as the page names the comparison (e.g. "
+                    "'shared prompt prefixes / none'); default: the two revisions")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "perf" / "cell.json"))
     args = ap.parse_args()
     res = measure(args.before, [int(s) for s in args.seeds.split(",")], args.threads, args.policy, args.later_cell)
+    if args.lever:
+        res["lever"] = args.lever
     Path(args.out).write_text(json.dumps(res, indent=1))
     print("\n".join(table(res)))
 

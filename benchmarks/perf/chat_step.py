@@ -1,4 +1,4 @@
-"""A real model's RL step, this tree's chat context beside an older revision's windowed prompts (issue 43).
+"""A real model's RL step, this tree's chat context beside an older revision's windowed prompts.
 
     python -m benchmarks.perf.chat_step --before REV [--model DIR] [--steps 2] [--turns 8] [--threads 1]
 

@@ -1,4 +1,4 @@
-"""Env instances and credit seconds per step with branching continuations on a bounded pool (issue 47 §3).
+"""Env instances and credit seconds per step with branching continuations on a bounded pool.
 
     python -m benchmarks.perf.env_instances [--bound N] -- <prover train overrides>
 

@@ -35,7 +35,7 @@ def main_child(run_dir: str, out: str) -> None:
         import prover.warmstart as warmstart
     try:
         from prover.config_load import load_config
-    except ImportError:  # a revision from before the loader was split off the schema (issue 46)
+    except ImportError:  # a revision from before the loader was split off the schema
         from prover.config import load_config
     from prover.learner import Learner
     from prover.trainer import Trainer

@@ -1,4 +1,4 @@
-"""Lighter recipes for the README's main job, tried on seeds other than 0 (issue 29 §4).
+"""Lighter recipes for the README's main job, tried on seeds other than 0.
 
     python -m benchmarks.perf.main_job_recipes --name small-1000x1 --seeds 1,2 -- model.tiny.hidden_size=96 ...
     python -m benchmarks.perf.main_job_recipes --render          # the markdown table only
@@ -53,7 +53,7 @@ def fresh_clone(res: dict) -> list[str]:
     f = res.get("fresh_clone")
     if f is None:
         return []
-    return ["", f"On a fresh clone (`../shared/tools/fresh-clone`, commit {f['commit']}, {f['date']}, {f['load']}), "
+    return ["", f"On a fresh clone (commit {f['commit']}, {f['date']}, {f['load']}), "
             f"`{f['command']}`: install {f['install_s']:.0f} s, `prover train` {f['train_s']:.0f} s (the SFT "
             f"{f['sft_s']:.0f} s of it), **{f['total_s']:.0f} s** with the venv; held-out {f['eval_before']:.3f} -> "
             f"{f['eval_after']:.3f}."]
@@ -69,7 +69,7 @@ def section(res: dict, levers: dict | None = None) -> list[str]:
     rates = "; ".join(f"{k}: {v}" for k, v in rate.items() if k != "what")
     return ["## The five-minute main job", "",
             f"The goal: the README's first command, install included, in at most 300 s on an idle machine of this "
-            f"kind, with held-out success rising at least 10 points on seed 0. **Not reached.** Today's main job "
+            f"kind, with held-out success rising at least 10 points on seed 0. **Not reached.** The main job "
             f"(commit {idle['commit']}, seed {idle['seed']}, {idle['load']}) took **{idle['wall_s']:.0f} s** of "
             f"training ({idle['cpu_s']:.0f} CPU s, one thread; held-out {idle['eval_before']:.3f} -> "
             f"{idle['eval_after']:.3f}) before the install: {phases}.", *fresh_clone(res), "",

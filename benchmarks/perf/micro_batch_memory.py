@@ -1,5 +1,5 @@
 """Peak memory of one RL update of SmolLM2-135M-Instruct by ``learner.micro_batch_rows``: what the real-model
-job's default is chosen from (issue 44: the value that fits 24 GB, by measurement).
+job's default is chosen from (the value that fits 24 GB, by measurement).
 
     python -m benchmarks.perf.micro_batch_memory [--rows 4,16,64] [--shape recipe|long] [--lora on|off]
 

@@ -49,16 +49,9 @@ def adaptive_rule(verify: dict) -> dict | None:
 def summary(r: dict) -> list[str]:
     lines = ["## Summary", "", "| quantity | value |", "|---|---|"]
     if "main" in r:
-        runs = r["main"]["runs"]
-        for run in runs:
-            lines.append(f"| main job, {run['label']}: wall time; CPU time (one thread) | {run['wall_s']:.0f} s; "
-                         f"{run['cpu_s']:.0f} s (held-out success {run['eval_before']:.3f} -> "
-                         f"{run['eval_after']:.3f}) |")
-        if len(runs) > 1:
-            lines.append(f"| main job, after / before: wall time; CPU time | "
-                         f"{runs[-1]['wall_s'] / runs[0]['wall_s']:.2f}x; "
-                         f"{runs[-1]['cpu_s'] / runs[0]['cpu_s']:.2f}x |")
-        last = runs[-1]
+        last = r["main"]["runs"][-1]  # earlier runs are revisions the page no longer describes
+        lines.append(f"| main job: wall time; CPU time (one thread) | {last['wall_s']:.0f} s; {last['cpu_s']:.0f} s "
+                     f"(held-out success {last['eval_before']:.3f} -> {last['eval_after']:.3f}) |")
         ratio = (last["rollout_tokens"] + last["branch_tokens"]) / last["rollout_tokens"]
         lines.append(f"| main job (default: ProVer, its default verify rule): (rollout + branch) / rollout tokens "
                      f"| {ratio:.3f} |")
@@ -81,9 +74,9 @@ def summary(r: dict) -> list[str]:
     lines += summary_rows(r)
     for key, which in (("cell", "a pivot-sim bench cell"), ("later-cell", "a matrix's later cell of a seed")):
         if key in r:
-            lines.append(f"| {which}, after {r[key]['after']} / before {r[key]['before']} (threads "
-                         f"{r[key]['threads']}, {len(r[key]['seeds'])} seeds side by side): wall time; CPU time | "
-                         f"{after_over_before(r[key], 'wall_s'):.2f}x; {after_over_before(r[key], 'cpu_s'):.2f}x |")
+            lines.append(f"| {which}, {lever(r[key])} (threads {r[key]['threads']}, {len(r[key]['seeds'])} seeds "
+                         f"side by side): wall time; CPU time | {after_over_before(r[key], 'wall_s'):.2f}x; "
+                         f"{after_over_before(r[key], 'cpu_s'):.2f}x |")
     if "async" in r:
         ratios = [x for s in r["async"]["summary"].values() for x in s["async_over_sync_steps_per_hour"]]
         lines.append(f"| asynchronous / synchronous RL steps per hour (rollout.max_off_policy_steps=1) | "
@@ -91,13 +84,18 @@ def summary(r: dict) -> list[str]:
     return lines
 
 
+def lever(res: dict) -> str:
+    """What a side-by-side measurement's two trees differ in: its ``lever`` when it names one, else the revisions."""
+    return res.get("lever") or f"{res['after']} / {res['before']}"
+
+
 def section_main(res: dict) -> list[str]:
-    lines = ["## The main job, phase by phase", "", when(res), "",
+    lines = ["## The main job, phase by phase", "",
              "`prover train` with no overrides (build the tiny policy, warm start, evaluate, 12 ProVer steps, "
              "evaluate), run in-process with clocks around each phase; install time is not included.", ""]
-    runs = res["runs"]
+    runs = res["runs"][-1:]  # the revision measured last; earlier ones are history (CHANGELOG.md)
     names = list(runs[-1]["phases"])
-    lines += ["| phase | " + " | ".join(f"{r['label']} s | share" for r in runs) + " |",
+    lines += ["| phase | " + " | ".join("seconds | share" for r in runs) + " |",
               "|---|" + "---|---|" * len(runs)]
     for name in names:
         cells = []
@@ -109,20 +107,20 @@ def section_main(res: dict) -> list[str]:
     lines.append("| CPU seconds (one thread) | " + " | ".join(f"{r['cpu_s']:.0f} | " for r in runs) + " |")
     lines.append("| held-out success, warm start -> after RL | " + " | ".join(
         f"{r['eval_before']:.3f} -> {r['eval_after']:.3f} | " for r in runs) + " |")
-    return lines + phases.lines()
+    return [*lines, *phases.lines(), "", f"{when(res)} Revision: {runs[-1]['label'].removeprefix('after ').strip('()')}."]
 
 
 def section_verify(res: dict) -> list[str]:
     from benchmarks.studies.verify_agreement import markdown
 
     drawn = [when(res, "drawn"), ""] if "drawn" in res else []  # rules replayed on draws kept from then
-    return ["## Verification rules against fixed K = 32", "", when(res), "", *drawn,
+    return ["## Verification rules against fixed K = 32", "",
             f"`python -m benchmarks.studies.verify_agreement --batches {res['batches']} {' '.join(res['overrides'])}`",
-            "", markdown(res)]
+            "", markdown(res), "", when(res), "", *drawn]
 
 
 def section_overhead(res: dict) -> list[str]:
-    lines = ["## ProVer's cost over GRPO", "", when(res), "",
+    lines = ["## ProVer's cost over GRPO", "",
              f"{res['steps']} RL steps per arm from the main job's warm-started policy, seed 0, the same tasks.", "",
              "| arm | rollout tokens | branch tokens | (rollout + branch) / rollout | s/step | step time / GRPO's "
              "| valid proposals | accepted |", "|---|---|---|---|---|---|---|---|"]
@@ -132,15 +130,15 @@ def section_overhead(res: dict) -> list[str]:
         lines.append(f"| {name} | {a['cost/rollout_tokens']:.0f} | {a['cost/branch_tokens']:.0f} | {tok:.3f} "
                      f"| {a['time/step'] / res['steps']:.1f} | {a['time/step'] / grpo_s:.2f}x "
                      f"| {a['credit/valid_proposals']:.0f} | {a['credit/accepted']:.0f} |")
-    return lines
+    return [*lines, "", when(res)]
 
 
 def section_cell(res: dict, later: dict | None = None) -> list[str]:
     from benchmarks.perf.cell_speed import table
 
-    lines = ["## A bench cell, before and after", "", when(res), "", *table(res)]
+    lines = [f"## A bench cell: {lever(res)}", "", *table(res), "", when(res)]
     if later:
-        lines += ["", "### A matrix's later cell of a seed", "", when(later), "", *table(later), "",
+        lines += ["", f"### A matrix's later cell of a seed: {lever(later)}", "", *table(later), "", when(later), "",
                   cell_reading(res, later)]
     return lines
 
@@ -161,16 +159,14 @@ def cell_reading(first: dict, res: dict) -> str:
             f"credit, the learner) took {steps:.0f} s of the before tree's {wall:.0f} s ({steps / wall:.0%}); the "
             "rest is the three evaluations and start-up. So a cell at half today's time needs the training steps "
             "themselves faster, not only the evaluations; both are bound by this CPU's arithmetic at one thread "
-            "(the limit section: prefill 46-54% of the peak, the SFT and learner 45-48%). The levers so far took "
-            f"a cell's CPU time to {first_cpu:.2f}x ({first['before']} to {first['after']}: padding, prefix "
-            f"sharing; the bench already ran at one thread) and then {cpu:.2f}x ({res['before']} to "
-            f"{res['after']}: this cache), about {first_cpu * cpu:.2f}x in all, measured at "
-            "different loads.")
+            "(the limit section: prefill 46-54% of the peak, the SFT and learner 45-48%). The two levers take "
+            f"a cell's CPU time to {first_cpu:.2f}x ({lever(first)}) and {cpu:.2f}x ({lever(res)}), about "
+            f"{first_cpu * cpu:.2f}x together, measured at different loads.")
 
 
 def section_script(title: str, res: dict, fenced: bool = False) -> list[str]:
     output = f"```text\n{res['output']}\n```" if fenced else res["output"]
-    return [f"## {title}", "", when(res), "", f"`{today_command(res['command'])}`", "", output]
+    return [f"## {title}", "", f"`{today_command(res['command'])}`", "", output, "", when(res)]
 
 
 def render(results: dict) -> str:

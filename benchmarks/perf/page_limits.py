@@ -84,7 +84,7 @@ def limits_phases(res: dict, peak: float) -> list[str]:
 def section_limits(res: dict) -> list[str]:
     peak_rows, peak = res["peak"], peak_of(res)
     load = res["load"]
-    lines = ["## The limit", "", when(res), "",
+    lines = ["## The limit", "",
              f"`python -m benchmarks.perf.limits --sft-episodes {res['settings']['sft_episodes']} --eval-episodes "
              f"{res['settings']['eval_episodes']}`; load average (1 min) {load['start'][0]:.1f} at the start, "
              f"{res['phases_load_avg']:.1f} after the phases, {load['end'][0]:.1f} at the end, on {res['cpus']} "
@@ -100,7 +100,7 @@ def section_limits(res: dict) -> list[str]:
               "### Each phase of the main job against it", "", PHASES_TEXT.format(
                   policy=Path(res["policy"]).name, rows=res["sft"]["rows"], eval=res["settings"]["eval_episodes"]), ""]
     lines += limits_phases(res, peak)
-    return lines + ["", reading(res, peak), ""] + limits_levers(res)
+    return lines + ["", reading(res, peak), "", when(res), ""] + limits_levers(res)
 
 
 PHASES_TEXT = (

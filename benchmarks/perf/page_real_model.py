@@ -28,7 +28,7 @@ def step_table(res: dict) -> list[str]:
     lines.append(f"| turns an episode | {runs['before']['turns']:.1f} | {runs['after']['turns']:.1f} | | "
                  f"{runs['window']['turns']:.1f} |")
     lines += ["", f"**A step takes {r['step_after_over_before']:.2f}x the time it took** "
-              f"({1 / r['step_after_over_before']:.1f}x faster; the issue asked for 3x: not reached in float32, see "
+              f"({1 / r['step_after_over_before']:.1f}x faster; the target was 3x: not reached in float32, see "
               "the bfloat16 run below). Per unique trajectory token (the episode's tokens counted once: the chat's "
               "length; REV's episodes are read against the after run's chats, the same number of episodes and "
               f"turns): rollout prefill {r.get('before_prefill_per_unique', float('nan')):.2f} before, "

@@ -28,10 +28,11 @@ RENDER_HINT = "docs/perf.md is not rewritten; run `python -m benchmarks.perf.pag
 
 
 def when(result: dict, key: str = "measured") -> str:
-    """A section's italic line: when it was measured, how long it took, under what load."""
+    """A section's provenance line, a quote block under its result: when it was measured, how long it took,
+    under what load."""
     m = result.get(key, {})
-    return (f"_{key.capitalize()} {m.get('date', '?')}, {m.get('seconds', 0):.0f} s, load average "
-            f"{m.get('load_avg_1m', 0):.1f} on {m.get('cpus', '?')} CPUs._")
+    return (f"> {key.capitalize()} {m.get('date', '?')}, {m.get('seconds', 0):.0f} s, load average "
+            f"{m.get('load_avg_1m', 0):.1f} on {m.get('cpus', '?')} CPUs.")
 
 
 def today_command(command: str) -> str:

@@ -1,4 +1,4 @@
-"""Two ways to run the main job's warm-start SFT batches faster without changing the recipe (issue 29 §4).
+"""Two ways to run the main job's warm-start SFT batches faster without changing the recipe.
 
     python -m benchmarks.perf.sft_levers [--batches 25] [--rounds 4]
 

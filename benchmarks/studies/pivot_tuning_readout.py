@@ -1,4 +1,4 @@
-"""Read the tuning matrix of issue 28 (benchmarks/configs/bench_pivot_tuning.yaml) and apply its decision rule.
+"""Read the powered bench's tuning matrix (benchmarks/configs/bench_pivot_tuning.yaml) and apply its decision rule.
 
 Each candidate is a ProVer row ``p-<name>`` with its own budget-matched GRPO row ``bm-<name>``; its score is
 the paired difference Δ = p − bm in final held-out success over the tuning seeds. The rule (written in the

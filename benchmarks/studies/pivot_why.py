@@ -1,5 +1,5 @@
-"""How much of the update ProVer's credit touched, per ProVer row of a bench matrix (issue 28 §5: if ProVer does
-not beat budget-matched GRPO, find out why).
+"""How much of the update ProVer's credit touched, per ProVer row of a bench matrix: when ProVer does not
+beat budget-matched GRPO, how little of the update its bonus reached says why.
 
     python -m benchmarks.studies.pivot_why                                  # configs/bench_pivot.yaml's cells
     python -m benchmarks.studies.pivot_why --config F dir=docs/bench/pivot  # from the cells archived beside the tables

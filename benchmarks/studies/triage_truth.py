@@ -1,4 +1,4 @@
-"""TRIAGE's roles against the truth: how often each role the judge gives lands on a pivotal turn (issue 30).
+"""TRIAGE's roles against the truth: how often each role the judge gives lands on a pivotal turn.
 
 TRIAGE (prover/credit/triage.py) asks a frozen judge for one role per turn (decisive_progress,
 useful_exploration, no_progress, regression). Here it labels pivot-sim groups played by the noisy expert of

@@ -247,6 +247,16 @@ def draw_curves(results: list, methods: list[str], envs: list[str], out: Path) -
     return drawn, notes
 
 
+def provenance(plan: Plan, command: str, methods: int) -> list[str]:
+    """The block under the result: when the tables were written, from which command's cells, and the design."""
+    bench = plan.bench
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"> **Provenance.** Written {when} from the cells of `{command}`: {len(bench.envs)} env(s) × "
+            f"{methods} method(s) × {len(bench.seeds)} seed(s), {bench.steps} RL steps per cell. Seeds are paired: "
+            "every method of an env trains seed s on the same task stream from the same starting policy, so "
+            "Table 1 compares methods seed by seed.", ""]
+
+
 def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo = print) -> list[Path]:
     """results.md, table1-3.csv, forest.svg and curves-<env>.png in the bench's out folder, from the finished
     cells."""
@@ -262,24 +272,21 @@ def write_reports(plan: Plan, command: str, failed: list[str] = (), echo: Echo =
         echo(f"note: {note}")
     notes = [*plan.skipped, *precision_notes(plan), *(f"failed: {f}" for f in failed), *curve_notes,
              *(f"not finished: {c.name}" for c in pending if all(c.name not in f for f in failed))]
-    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", "",
-            f"Written {when} from the cells of:", "", "```bash", command, "```", "",
-            f"{len(bench.envs)} env(s) × {len(methods)} method(s) × {len(bench.seeds)} seed(s), "
-            f"{bench.steps} RL steps per cell. Seeds are paired: every method of an env trains seed s on the same "
-            "task stream from the same starting policy, so Table 1 compares methods seed by seed.", ""]
-    if notes:
-        text += ["Notes:", "", *(f"- {n}" for n in notes), ""]
+    text = [f"# prover bench: {len(results)} of {len(plan.cells)} cells finished", ""]
+    # the result first (the headline's table, then the curves), its provenance under it, the method after,
+    # and last what the numbers cannot show
     text += headline_markdown(plan, results)
-    text += comparison_notes(plan, results)
     if forest is not None:
         text += forest_markdown(forest, bench.baseline)
-    text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs, bench.baseline,
-                                bench.reach))
     if plots:
         text += ["## Learning curves", "", *(f"![{p.stem}]({p.name})" for p in plots), ""]
+    text += provenance(plan, command, len(methods))
+    text.append(markdown_tables(results, methods, judged, bench.envs, plan.budget_refs, bench.baseline,
+                                bench.reach))
     matrix = yaml.safe_dump(bench.model_dump(mode="json"), sort_keys=False).rstrip()
-    text += ["## The matrix", "", "```yaml", matrix, "```", ""]
+    text += ["## Method", "", *comparison_notes(plan, results), "### The matrix", "", "```yaml", matrix, "```", ""]
+    if notes:
+        text += ["## What these numbers do not show", "", *(f"- {n}" for n in notes), ""]
     write_atomic(out / "results.md", "\n".join(text))
     archived = archive_cells(plan)
     files = [out / "results.md", *files, *([forest] if forest else []), *plots, *([out / "cells"] if archived else [])]

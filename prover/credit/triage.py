@@ -11,7 +11,7 @@ abstract: a structured judge classifies each environment-facing segment as decis
 exploration, no-progress infrastructure or regression, and a fixed role-conditioned rule maps the labels to
 bounded segment-level process rewards, while the verifier outcome keeps the optimisation direction. No
 public code was found and the paper's body was not read here. The constants (1.0 / 0.5 / -0.1 / -0.5 times
-lam, lam = 0.2, 0.4 on Search-QA) come from a secondary summary quoted in issue 30, not from the paper: they
+lam, lam = 0.2, 0.4 on Search-QA) come from a secondary summary of the paper, not from the paper itself: they
 are all settings (``lam``, ``bonus.*``).
 
 Departures and choices:
@@ -70,7 +70,7 @@ Reply with one JSON object and nothing else: {"labels": [one role per turn, in t
 
 
 class RoleBonuses(BaseModel):
-    """b(role): the bonus of each role before lam (the constants of the secondary summary, issue 30)."""
+    """b(role): the bonus of each role before lam (the constants of the secondary summary)."""
 
     model_config = ConfigDict(extra="forbid")
     decisive_progress: float = Field(1.0, description="Bonus of a decisive-progress turn (summary: 1.0).")

@@ -16,7 +16,7 @@ Switches, passed to webshop-sim's ``rules.Rules``; each default is WebShop's beh
 ``option_match`` (``"webshop"``: synthetic goals' options are matched as (name, value) pairs and human
 goals' as values, as goal.py does; ``"values"``: values for both), ``type_nouns`` (``"webshop"``: repeated
 title nouns count in the type score's denominator; ``"unique"``: once) and ``pages`` (``"webshop"`` or
-``"prover-v0"``, the pages prover showed before issue 15).
+``"prover-v0"``, the pages prover showed before it followed WebShop's).
 """
 
 from __future__ import annotations

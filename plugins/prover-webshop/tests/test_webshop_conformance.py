@@ -1,4 +1,4 @@
-"""Where prover once differed from WebShop (issue 15, section 3), checked on records in WebShop's formats.
+"""Where prover once differed from WebShop, checked on records in WebShop's formats.
 
 The data are hand-written records in the shapes of items_shuffle (products), items_ins_v2 (attributes and
 synthetic instructions) and items_human_ins (human instructions). Every expected score is worked out by

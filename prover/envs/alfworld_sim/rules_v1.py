@@ -1,7 +1,7 @@
 """The sim's first tables (``alfworld-sim-v1``): its own room kinds, placements and object properties.
 
 These were written in the spirit of ALFRED's scenes rather than from ALFWorld's data, and they differ
-from it (issue 15: about 130 placements ALFWorld allows are missing and 17 it forbids exist, towels
+from it (about 130 placements ALFWorld allows are missing and 17 it forbids exist, towels
 can be cleaned, and only the task's lamp type can be switched on). They stay, unchanged, so that
 results obtained with ``alfworld-sim-v1`` can be reproduced; ``rules.py`` builds both rule sets.
 """

@@ -16,7 +16,7 @@ Switches, each defaulting to WebShop's behaviour (see ``rules``): ``option_match
 options are matched as (name, value) pairs, the form of WebShop's synthetic goals, which these goals
 follow; ``"values"``: bare values), ``type_nouns`` (``"webshop"``: repeated title nouns count in the
 type score's denominator; ``"unique"``) and ``pages`` (``"webshop"``, or ``"prover-v0"`` for the pages of
-runs recorded before issue 15).
+runs recorded before the sim followed WebShop's pages).
 
 ``codes``: ``"asin"`` (default) gives products WebShop's ASIN-like codes (``B09QKP7XQL``, clicked as
 ``click[b09qkp7xql]``); ``"item"`` names them ``#item 1`` .. ``#item N`` from a pool that every catalog

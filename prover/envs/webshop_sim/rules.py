@@ -1,7 +1,7 @@
 """The switches where webshop-sim and the ``webshop`` plugin may depart from WebShop on purpose.
 
 Every default is WebShop's own behaviour (princeton-nlp/WebShop); the other value of each switch is
-prover's earlier behaviour, kept so that runs recorded before issue 15 can be reproduced.
+prover's earlier behaviour, kept so that runs recorded before the sims followed WebShop (2026-12-02) can be reproduced.
 
 * ``option_match``: ``"webshop"`` compares each bought option with the goal's options as goal.py's
   ``get_reward`` hands them to ``get_option_reward``: a synthetic goal's ``(name, value)`` pairs, a human
