@@ -107,7 +107,8 @@ def section_main(res: dict) -> list[str]:
     lines.append("| CPU seconds (one thread) | " + " | ".join(f"{r['cpu_s']:.0f} | " for r in runs) + " |")
     lines.append("| held-out success, warm start -> after RL | " + " | ".join(
         f"{r['eval_before']:.3f} -> {r['eval_after']:.3f} | " for r in runs) + " |")
-    return [*lines, *phases.lines(), "", f"{when(res)} Revision: {runs[-1]['label'].removeprefix('after ').strip('()')}."]
+    revision = runs[-1]["label"].removeprefix("after ").strip("()")
+    return [*lines, *phases.lines(), "", f"{when(res)} Revision: {revision}."]
 
 
 def section_verify(res: dict) -> list[str]:
