@@ -16,6 +16,8 @@ Writes benchmarks/results/perf/learner-levers.json (``--out`` elsewhere).
   pass); ``frozen_bf16`` (the default: each cast once); ``no_attention`` (``frozen_bf16`` with the attention
   replaced by a stand-in that returns its queries: wrong outputs at no cost, so the difference to
   ``frozen_bf16`` is what attention costs the update).
+- ``frozen_cast_ms``: the CPU milliseconds of casting those frozen weights to bfloat16 once, which is what
+  ``frozen_bf16`` takes off each micro-batch's forward pass.
 - ``sdpa``: torch's ``scaled_dot_product_attention`` alone, forward and backward at the model's heads and the
   chat's length, causal, flash and math backends, float32 and bfloat16, CPU milliseconds (the best of --rounds).
 - ``--smoke``: a two-layer random model, a short chat, one round, in seconds (checks the code).
@@ -89,6 +91,24 @@ def updates(folder: Path, chat: dict, rounds: int) -> dict:
             for v, got in seconds.items()}
 
 
+def frozen_cast_ms(folder: Path, rounds: int) -> float:
+    """CPU milliseconds to cast every weight ``learner.frozen_bf16`` keeps a copy of (the linear layers LoRA
+    freezes and the LM head) to bfloat16: what autocast does at each micro-batch's forward without the copies
+    (the best of ``rounds``)."""
+    import torch
+
+    trained = learner(folder, "autocast")
+    frozen = [m.weight for m in trained.unwrapped().modules()
+              if type(m) is torch.nn.Linear and not m.weight.requires_grad]
+    best = float("inf")
+    for _ in range(rounds + 1):
+        t0 = time.process_time()
+        copies = [w.detach().to(torch.bfloat16) for w in frozen]
+        best = min(best, time.process_time() - t0)
+        del copies
+    return round(best * 1e3, 1)
+
+
 def sdpa(folder: Path, length: int, rounds: int) -> list[dict]:
     """Forward and backward CPU milliseconds of causal SDPA at the model's heads and ``length`` tokens."""
     import torch
@@ -143,10 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         variants = updates(folder, chat, rounds)
         length = chat["first"] + chat["turns"] * chat["completion"] + (chat["turns"] - 1) * chat["observation"]
         attention = sdpa(folder, length, rounds)
+        cast_ms = frozen_cast_ms(folder, rounds)
     load["end"] = list(os.getloadavg())
     best = {v: got["best_s"] for v, got in variants.items()}
     result = {"cpu": cpu(), "torch": torch.__version__, "smoke": args.smoke, "model": model, "threads": 1,
               "chat": {**chat, "tokens": length}, "load": load, "variants": variants, "sdpa": attention,
+              "frozen_cast_ms": cast_ms,
               "ratios": {"autocast_over_frozen_bf16": best["autocast"] / best["frozen_bf16"],
                          "attention_share": 1 - best["no_attention"] / best["frozen_bf16"]},
               "command": " ".join(["python -m benchmarks.perf.learner_levers", *(argv or sys.argv[1:])]),
