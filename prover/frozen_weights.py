@@ -9,8 +9,8 @@ forward: for SmolLM2-135M that is 134M values read as float32 and written as bfl
 multiplies by its copy, which is the very tensor autocast would have made (the same rounding of the same
 weight, handed to the same kernel), so the products, the loss and the gradients are bit for bit autocast's
 (tests/test_frozen_weights.py). Anywhere else (float32, another autocast dtype, a weight that trains) the layer
-is a plain ``nn.Linear``. A copy is made again when its weight was written in place (a load of weights bumps
-the tensor's version) or moved.
+is a plain ``nn.Linear``. The copies are made again when the weight or the bias was written in place (a load
+of weights bumps a tensor's version) or moved.
 
 Memory: the copy adds half the frozen weights' float32 size between updates; within an update autocast held
 its own casts as long (each is saved for the backward's input gradient), so the update's peak is no higher.
@@ -28,7 +28,7 @@ class FrozenBf16Linear(torch.nn.Linear):
     broadcast)."""
 
     _bf16: tuple[torch.Tensor, torch.Tensor | None] | None
-    _bf16_of: tuple[int, torch.device] | None  # the weight's version and device when the copy was made
+    _bf16_of: tuple | None  # the weight's and the bias's versions and the device when the copies were made
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device = x.device.type
@@ -39,8 +39,8 @@ class FrozenBf16Linear(torch.nn.Linear):
         return F.linear(x, weight, bias)  # autocast casts x to bfloat16 as it always did; the weights already are
 
     def bf16_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The bfloat16 weight and bias, cast again if the weight was written or moved since."""
-        state = (self.weight._version, self.weight.device)
+        """The bfloat16 weight and bias, cast again if either was written or moved since."""
+        state = (self.weight._version, None if self.bias is None else self.bias._version, self.weight.device)
         if self._bf16 is None or self._bf16_of != state:
             with torch.no_grad():
                 bias = None if self.bias is None else self.bias.detach().to(torch.bfloat16)

@@ -72,12 +72,15 @@ def test_the_layer_multiplies_by_its_copy_under_bf16_autocast_only():
     assert set(layer.state_dict()) == {"weight", "bias"}  # nothing saved beside the weights
 
 
-def test_a_written_weight_is_cast_again():
+@pytest.mark.parametrize("written", ["weight", "bias"])
+def test_a_written_weight_or_bias_is_cast_again(written):
     torch.manual_seed(0)
     layer = torch.nn.Linear(16, 8).requires_grad_(False)
     keep_bf16_copies(layer)
     fresh = torch.nn.Linear(16, 8).requires_grad_(False)
-    layer.load_state_dict(fresh.state_dict())  # an in-place copy: the weight's version moves on
+    fresh.load_state_dict({**layer.state_dict(), written: fresh.state_dict()[written]})
+    with torch.no_grad():  # written in place, alone: that tensor's version moves on
+        getattr(layer, written).copy_(getattr(fresh, written))
     x = torch.randn(3, 16)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(layer(x), fresh(x))
