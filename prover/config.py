@@ -210,6 +210,11 @@ class LearnerConfig(Section):
                                         "precision (model.engine_dtype=bfloat16) or with a stale policy "
                                         "(rollout.max_off_policy_steps); learner/engine_abs_log_rho shows the "
                                         "mismatch (docs/concepts.md).")
+    frozen_bf16: bool = Field(True, description="With learner.autocast=bfloat16: cast each frozen linear weight "
+                              "(LoRA's base layers, an LM head that does not train) to bfloat16 once and multiply "
+                              "by that copy, instead of autocast casting it again at every forward pass. Bit for "
+                              "bit the same products, loss and gradient; the copies hold half the frozen weights' "
+                              "float32 size between updates (prover/frozen_weights.py).")
     gradient_checkpointing: bool = Field(False, description="Keep only each decoder layer's input through the "
                                          "forward pass and recompute the layer in the backward: the update's "
                                          "activation memory falls from every layer's to one layer's, for one "

@@ -30,6 +30,7 @@ import torch
 
 from prover import lora as lora_lib
 from prover.config import LearnerConfig, LoraConfig
+from prover.frozen_weights import keep_bf16_copies
 from prover.learner_loss import UpdateTotals, token_losses
 from prover.learner_rows import (
     Row,
@@ -80,6 +81,8 @@ class Learner:
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                                       weight_decay=cfg.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        if cfg.frozen_bf16 and cfg.autocast == "bfloat16" and not self._sharded():  # sharded weights are DTensors
+            keep_bf16_copies(self.unwrapped())
         self.ref = None
         if cfg.kl_coef > 0 and self.lora_scales is None:  # with LoRA the reference is the model, adapters off
             self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)

@@ -39,6 +39,7 @@ SMOKE = {
                                  "--obs-tokens", "4", "--out", "{tmp}/kv_cache.json"],
     "benchmarks.perf.logprob_match": ["--smoke", "--out", "{tmp}/logprob-match.json"],
     "benchmarks.perf.learner_limit": ["--smoke", "--out", "{tmp}/learner-limit.json"],
+    "benchmarks.perf.learner_levers": ["--smoke", "--out", "{tmp}/learner-levers.json"],
     "benchmarks.perf.learner_sequences": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--first", "10",
                                           "--observation", "4", "--completion", "2", "--repeats", "1"],
     "benchmarks.perf.page": ["--check"],
@@ -78,7 +79,8 @@ HELP_ONLY = {
 }
 # smoke runs that build or train a model (the `slow` marker's rule)
 SLOW_SMOKE = {"benchmarks.perf.credit_speed", "benchmarks.perf.decode_vs_llama", "benchmarks.perf.kv_cache",
-              "benchmarks.perf.learner_limit", "benchmarks.perf.learner_sequences", "benchmarks.perf.logprob_match"}
+              "benchmarks.perf.learner_limit", "benchmarks.perf.learner_levers",
+              "benchmarks.perf.learner_sequences", "benchmarks.perf.logprob_match"}
 
 
 def module_of(path: Path) -> str:

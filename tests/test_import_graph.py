@@ -150,7 +150,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("registry", ("prover.registry", "prover.plugin_config", "prover.config_text", "prover.config_overrides")),
     ("parts", ("prover.envs", "prover.engines", "prover.modeling", "prover.retrieval", "prover.chat",
                "prover.judges", "prover.turn_prompts", "prover.learner_rows",
-               "prover.learner_loss", "prover.lora")),
+               "prover.learner_loss", "prover.lora", "prover.frozen_weights")),
     ("records", ("prover.checkpoint_state", "prover.trackers", "prover.samples")),
     ("run folder", ("prover.run",)),
     ("machinery", ("prover.rollout", "prover.async_rollout", "prover.branching", "prover.credit",

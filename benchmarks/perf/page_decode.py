@@ -90,13 +90,23 @@ def step_lines(results: dict) -> list[str]:
         costs.append(f"{label}: {a['cpu_s']:.0f} CPU s for the whole run of one step (model loads and two "
                      f"one-episode evaluations included), so 20 steps take at most {20 * a['cpu_s'] / 60:.0f} "
                      f"minutes of one idle core, {20 * a['seconds']['step'] / 3600:.1f} hours at the measured "
-                     "load")
+                     "load" + measured_on(res))
         lines.append(f"| {label} ({res['before']} vs {res['after']}) | {r['cpu_before_over_after']:.2f}x | "
                      f"{r['step_before_over_after']:.2f}x | {r['rollout_before_over_after']:.2f}x | "
                      f"{r['learner_before_over_after']:.2f}x | {a['seconds']['step']:.0f} "
                      f"({a['seconds']['rollout']:.0f}, {a['seconds']['learner']:.0f}) | {a['rollout_tokens']:.0f} |")
     lines += [""] + [f"- {c}." for c in costs]
     return lines
+
+
+def measured_on(res: dict) -> str:
+    """Where and under what load a step ratio was measured (results that kept it)."""
+    if "cpu" not in res:
+        return ""
+    c, load = res["cpu"], res["load"]
+    return (f" (measured {res['measured']['date']} on {c['model']} {c['family_model_stepping']}, "
+            f"{c['torch_cpu_capability']}, {c['cpus']} CPUs; load average {load['start'][0]:.1f} at the start, "
+            f"{load['end'][0]:.1f} at the end)")
 
 
 def logprob_lines(res: dict) -> list[str]:

@@ -16,7 +16,8 @@ Two cases:
 Both trees run ``prover train`` with those settings (no warm start, GRPO, no evaluation) from the same model
 folder and seed, at the same time, ``--threads`` each; ``--extra`` settings go to this tree's run only. The
 figures are ratios within the run: CPU seconds (the child's own, from rusage) and wall seconds of the RL
-steps, before / after, and each phase's seconds. Writes benchmarks/results/perf/step-ratio-CASE.json.
+steps, before / after, and each phase's seconds; the CPU and the load average at the start and the end are
+kept beside them. Writes benchmarks/results/perf/step-ratio-CASE.json.
 ``--smoke`` runs the tiny policy for one short step in this tree alone, into a temporary file.
 """
 
@@ -24,13 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from benchmarks.perf.bandwidth import cpu
 from benchmarks.perf.cell_speed import child_env, train_child
+from benchmarks.perf.results import stamp
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("rollout", "credit", "learner", "sync", "step")
@@ -59,6 +64,7 @@ def run(tree: Path, run_dir: Path, argv_tail: list[str], threads: str) -> dict:
 def measure(args: argparse.Namespace) -> dict:
     tail = [*SHARED, *CASES[args.case], f"model.path={args.model}", f"steps={args.steps}", f"seed={args.seed}"]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    load, t0 = {"start": list(os.getloadavg())}, time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "before-tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(old), args.before], cwd=ROOT, check=True,
@@ -69,9 +75,10 @@ def measure(args: argparse.Namespace) -> dict:
                 before, after = pool.map(lambda job: run(job[0], job[1], job[2], args.threads), jobs)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+    load["end"] = list(os.getloadavg())
     return {"case": args.case, "before": args.before, "after": head.stdout.strip(), "command": tail,
             "after_extra": args.extra, "threads": args.threads, "runs": {"before": before, "after": after},
-            "ratios": ratios(before, after)}
+            "ratios": ratios(before, after), "cpu": cpu(), "load": load, "measured": stamp(time.perf_counter() - t0)}
 
 
 def ratios(before: dict, after: dict) -> dict[str, float]:

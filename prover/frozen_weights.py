@@ -1,0 +1,63 @@
+"""Frozen linear weights cast to bfloat16 once, for the learner's bfloat16 autocast (``learner.frozen_bf16``).
+
+Autocast runs a float32 linear layer in bfloat16 by casting its weight at every forward pass; it keeps the
+cast for the rest of the autocast region only for a weight that trains (a leaf that requires a gradient). A
+frozen weight (LoRA's base layers, an LM head that does not train) is cast again at every micro-batch's
+forward: for SmolLM2-135M that is 134M values read as float32 and written as bfloat16 each time.
+
+``keep_bf16_copies`` casts every frozen ``nn.Linear`` weight once. Under bfloat16 autocast such a layer then
+multiplies by its copy, which is the very tensor autocast would have made (the same rounding of the same
+weight, handed to the same kernel), so the products, the loss and the gradients are bit for bit autocast's
+(tests/test_frozen_weights.py). Anywhere else (float32, another autocast dtype, a weight that trains) the layer
+is a plain ``nn.Linear``. The copies are made again when the weight or the bias was written in place (a load
+of weights bumps a tensor's version) or moved.
+
+Memory: the copy adds half the frozen weights' float32 size between updates; within an update autocast held
+its own casts as long (each is saved for the backward's input gradient), so the update's peak is no higher.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class FrozenBf16Linear(torch.nn.Linear):
+    """An ``nn.Linear`` that, under bfloat16 autocast and while its weight is frozen, multiplies by a bfloat16
+    copy of the weight made once (a plain attribute: not a parameter, not a buffer, never saved or
+    broadcast)."""
+
+    _bf16: tuple[torch.Tensor, torch.Tensor | None] | None
+    _bf16_of: tuple | None  # the weight's and the bias's versions and the device when the copies were made
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        device = x.device.type
+        if (self.weight.requires_grad or not torch.is_autocast_enabled(device)
+                or torch.get_autocast_dtype(device) != torch.bfloat16):
+            return super().forward(x)
+        weight, bias = self.bf16_weights()
+        return F.linear(x, weight, bias)  # autocast casts x to bfloat16 as it always did; the weights already are
+
+    def bf16_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The bfloat16 weight and bias, cast again if either was written or moved since."""
+        state = (self.weight._version, None if self.bias is None else self.bias._version, self.weight.device)
+        if self._bf16 is None or self._bf16_of != state:
+            with torch.no_grad():
+                bias = None if self.bias is None else self.bias.detach().to(torch.bfloat16)
+                self._bf16 = (self.weight.detach().to(torch.bfloat16), bias)
+            self._bf16_of = state
+        return self._bf16
+
+
+def keep_bf16_copies(model: torch.nn.Module) -> int:
+    """Make every frozen plain ``nn.Linear`` of ``model`` a ``FrozenBf16Linear`` with its copy cast now;
+    returns how many. Subclasses of ``nn.Linear`` (quantized or adapted layers) are left as they are."""
+    count = 0
+    for module in model.modules():
+        if type(module) is torch.nn.Linear and not module.weight.requires_grad:
+            module.__class__ = FrozenBf16Linear
+            module._bf16, module._bf16_of = None, None
+            module.bf16_weights()
+            count += 1
+    return count
+
