@@ -5,18 +5,24 @@ cast for the rest of the autocast region only for a weight that trains (a leaf t
 frozen weight (LoRA's base layers, an LM head that does not train) is cast again at every micro-batch's
 forward: for SmolLM2-135M that is 134M values read as float32 and written as bfloat16 each time.
 
-``keep_bf16_copies`` casts every frozen ``nn.Linear`` weight once. Under bfloat16 autocast such a layer then
+``bf16_copies`` casts every frozen ``nn.Linear`` weight once for the length of a block (the learner's: one
+update, over all its micro-batches and epochs). Under bfloat16 autocast such a layer then
 multiplies by its copy, which is the very tensor autocast would have made (the same rounding of the same
 weight, handed to the same kernel), so the products, the loss and the gradients are bit for bit autocast's
 (tests/test_frozen_weights.py). Anywhere else (float32, another autocast dtype, a weight that trains) the layer
 is a plain ``nn.Linear``. The copies are made again when the weight or the bias was written in place (a load
 of weights bumps a tensor's version) or moved.
 
-Memory: the copy adds half the frozen weights' float32 size between updates; within an update autocast held
-its own casts as long (each is saved for the backward's input gradient), so the update's peak is no higher.
+Memory: the copies take half the frozen weights' float32 size for the length of the update and are freed after
+it; autocast's own casts of one micro-batch took as much from its forward to its backward (each is saved for
+the backward's input gradient), so the update's peak is about the same, and between updates (while the rollout
+runs) nothing more is held.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -49,15 +55,28 @@ class FrozenBf16Linear(torch.nn.Linear):
         return self._bf16
 
 
-def keep_bf16_copies(model: torch.nn.Module) -> int:
-    """Make every frozen plain ``nn.Linear`` of ``model`` a ``FrozenBf16Linear`` with its copy cast now;
-    returns how many. Subclasses of ``nn.Linear`` (quantized or adapted layers) are left as they are."""
-    count = 0
+def keep_bf16_copies(model: torch.nn.Module) -> list[FrozenBf16Linear]:
+    """Make every frozen plain ``nn.Linear`` of ``model`` a ``FrozenBf16Linear`` with its copy cast now; returns
+    them. Subclasses of ``nn.Linear`` (adapted layers, or layers that already have a copy) are left as they are."""
+    layers = []
     for module in model.modules():
         if type(module) is torch.nn.Linear and not module.weight.requires_grad:
             module.__class__ = FrozenBf16Linear
             module._bf16, module._bf16_of = None, None
             module.bf16_weights()
-            count += 1
-    return count
+            layers.append(module)
+    return layers
 
+
+@contextlib.contextmanager
+def bf16_copies(model: torch.nn.Module, enabled: bool = True) -> Iterator[int]:
+    """Within the block every frozen plain ``nn.Linear`` of ``model`` has its copy (``keep_bf16_copies``, cast
+    on entry); on exit they are plain layers again and the copies are freed, so nothing is held between
+    updates. A block inside another leaves the outer one's copies alone. Yields how many layers got one."""
+    layers = keep_bf16_copies(model) if enabled else []
+    try:
+        yield len(layers)
+    finally:
+        for layer in layers:
+            layer.__class__ = torch.nn.Linear
+            del layer._bf16, layer._bf16_of

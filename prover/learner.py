@@ -30,7 +30,7 @@ import torch
 
 from prover import lora as lora_lib
 from prover.config import LearnerConfig, LoraConfig
-from prover.frozen_weights import keep_bf16_copies
+from prover.frozen_weights import bf16_copies
 from prover.learner_loss import UpdateTotals, token_losses
 from prover.learner_rows import (
     Row,
@@ -81,8 +81,7 @@ class Learner:
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                                       weight_decay=cfg.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        if cfg.frozen_bf16 and cfg.autocast == "bfloat16" and not self._sharded():  # sharded weights are DTensors
-            keep_bf16_copies(self.unwrapped())
+        self.frozen_bf16 = cfg.frozen_bf16 and cfg.autocast == "bfloat16" and not self._sharded()  # not DTensors
         self.ref = None
         if cfg.kl_coef > 0 and self.lora_scales is None:  # with LoRA the reference is the model, adapters off
             self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)
@@ -170,6 +169,10 @@ class Learner:
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         """PPO epochs over the batch's rows (turn rows, and a sequence row for each run of append-only turns,
         see prover/learner_rows.py); returns "learner/..." metrics."""
+        with bf16_copies(self.unwrapped(), self.frozen_bf16):  # frozen weights cast once for the whole update
+            return self._ppo_epochs(batch, adv)
+
+    def _ppo_epochs(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         rows = rows_from(adv.train_batch or batch, adv, self.cfg.skip_zero_advantage_rows)
         finite = [r for r in rows if np.isfinite(r.advantages).all()]  # a NaN advantage never reaches a weight
         dropped, rows = len(rows) - len(finite), finite
@@ -277,7 +280,7 @@ class Learner:
             most = self.accelerator.gather(torch.tensor([len(plan)], device=self.accelerator.device)).max()
             plan += [[len(units)]] * (int(most) - len(plan))
         out: list[list[np.ndarray]] = [[] for _ in rows]
-        with torch.no_grad():
+        with torch.no_grad(), bf16_copies(self.unwrapped(), self.frozen_bf16):
             for indices in plan:
                 micro = [rows[i] for i in indices]
                 with self._autocast():

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
-from prover.frozen_weights import FrozenBf16Linear, keep_bf16_copies
+from prover.frozen_weights import FrozenBf16Linear, bf16_copies, keep_bf16_copies
 from prover.learner import Learner
 from test_learner_sequences import batch_of, chats
 
@@ -44,15 +44,25 @@ def frozen_layers(trained: Learner) -> list[FrozenBf16Linear]:
 def test_the_copies_give_autocasts_loss_and_gradient_bit_for_bit(tiny_policy_dir):
     pytest.importorskip("peft")
     on, off = learner(tiny_policy_dir, True), learner(tiny_policy_dir, False)
-    # every adapted layer's base and the tied LM head; the embedding the head shares stays a float32 lookup
-    assert len(frozen_layers(on)) == 7 * 2 + 1 and not frozen_layers(off)
-    assert on.unwrapped().get_input_embeddings().weight.dtype == torch.float32
+    seen: dict[bool, list[type]] = {True: [], False: []}
+    for key, trained in ((True, on), (False, off)):  # what the LM head is while the update runs
+        trained.unwrapped().get_output_embeddings().register_forward_pre_hook(
+            lambda module, args, key=key: seen[key].append(type(module)))
     (stats_on, grads_on), (stats_off, grads_off) = update(on), update(off)
+    assert set(seen[True]) == {FrozenBf16Linear} and set(seen[False]) == {torch.nn.Linear}
     assert grads_on.keys() == grads_off.keys()
     for name in grads_on:
         assert torch.equal(grads_on[name], grads_off[name]), name
     for key in ("learner/pg_loss", "learner/entropy", "learner/grad_norm", "learner/ppo_kl"):
         assert stats_on[key] == stats_off[key], key
+    # the copies live for the update only; the embedding the tied head shares stays a float32 lookup
+    assert not frozen_layers(on) and on.unwrapped().get_input_embeddings().weight.dtype == torch.float32
+    with bf16_copies(on.unwrapped()) as count:  # every adapted layer's base, and the tied LM head
+        assert count == 7 * 2 + 1 == len(frozen_layers(on))
+        with bf16_copies(on.unwrapped()) as inner:  # a block inside leaves the outer one's copies alone
+            assert inner == 0
+        assert len(frozen_layers(on)) == count
+    assert not frozen_layers(on) and not any(hasattr(m, "_bf16") for m in on.unwrapped().modules())
 
 
 def test_the_layer_multiplies_by_its_copy_under_bf16_autocast_only():
@@ -62,7 +72,7 @@ def test_the_layer_multiplies_by_its_copy_under_bf16_autocast_only():
     plain = torch.nn.Linear(16, 8).requires_grad_(False)
     layer = torch.nn.Linear(16, 8).requires_grad_(False)
     layer.load_state_dict(plain.state_dict())
-    assert keep_bf16_copies(layer) == 1 and type(layer) is FrozenBf16Linear
+    assert keep_bf16_copies(layer) == [layer] and type(layer) is FrozenBf16Linear
     x = torch.randn(3, 16)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(layer(x), plain(x))
@@ -88,8 +98,10 @@ def test_a_written_weight_or_bias_is_cast_again(written):
 
 def test_only_frozen_plain_linears_get_a_copy(tiny_policy_dir):
     """Every weight training (no LoRA): nothing is frozen, nothing is copied; float32 learners never copy."""
-    assert not frozen_layers(learner(tiny_policy_dir, True, lora=False))
+    with bf16_copies(learner(tiny_policy_dir, True, lora=False).unwrapped()) as count:
+        assert count == 0
     pytest.importorskip("peft")
-    assert not frozen_layers(learner(tiny_policy_dir, True, autocast="off"))
+    assert not learner(tiny_policy_dir, True, autocast="off").frozen_bf16
+    assert learner(tiny_policy_dir, True).frozen_bf16 and not learner(tiny_policy_dir, False).frozen_bf16
     trainable = torch.nn.Linear(4, 4)
-    assert keep_bf16_copies(trainable) == 0 and type(trainable) is torch.nn.Linear
+    assert keep_bf16_copies(trainable) == [] and type(trainable) is torch.nn.Linear

@@ -1,23 +1,24 @@
 """What the levers of the learner's update are worth on this CPU: variants side by side in one process, by CPU
 seconds.
 
-    python -m benchmarks.perf.learner_levers [--model smollm2] [--rounds 5] [--out PATH] [--smoke]
+    python -m benchmarks.perf.learner_levers [--model smollm2] [--chats 4] [--rounds 3] [--out PATH] [--smoke]
 
 Writes benchmarks/results/perf/learner-levers.json (``--out`` elsewhere).
 
 - The update: ``Learner.update`` with LoRA rank 16 under ``learner.autocast=bfloat16`` (the real-model job's
-  learner) on one synthetic chat shaped like an alfworld-sim episode of SmolLM2 in the chat context: a first
-  prompt of 163 tokens, then 15 turns of a 20-token completion each, 56 observation tokens between them (1,247
-  tokens, one sequence row, one micro-batch). Each variant has its own Learner; the variants run in turn,
+  learner, ``learner.micro_batch_rows=4`` as the step benchmark sets it) on --chats synthetic chats shaped like
+  an alfworld-sim episode of SmolLM2 in the chat context: a first prompt of 163 tokens, then 15 turns of a
+  20-token completion each, 56 observation tokens between them (1,247 tokens; each chat one sequence row and
+  one micro-batch, as in the real step). Each variant has its own Learner; the variants run in turn,
   round after round, and each update is timed by this process's CPU seconds (``time.process_time``: the
   machine is shared, so wall time says more about the neighbours than about the code). The optimizer step is
   skipped, so every round does the same work on the same weights.
 - Variants: ``autocast`` (``learner.frozen_bf16=false``: autocast casts every frozen weight at every forward
-  pass); ``frozen_bf16`` (the default: each cast once); ``no_attention`` (``frozen_bf16`` with the attention
-  replaced by a stand-in that returns its queries: wrong outputs at no cost, so the difference to
-  ``frozen_bf16`` is what attention costs the update).
+  pass, so once per chat); ``frozen_bf16`` (the default: each cast once per update); ``no_attention``
+  (``frozen_bf16`` with the attention replaced by a stand-in that returns its queries: wrong outputs at no
+  cost, so the difference to ``frozen_bf16`` is what attention costs the update).
 - ``frozen_cast_ms``: the CPU milliseconds of casting those frozen weights to bfloat16 once, which is what
-  ``frozen_bf16`` takes off each micro-batch's forward pass.
+  ``frozen_bf16`` takes off each micro-batch's forward pass but the first of an update.
 - ``sdpa``: torch's ``scaled_dot_product_attention`` alone, forward and backward at the model's heads and the
   chat's length, causal, flash and math backends, float32 and bfloat16, CPU milliseconds (the best of --rounds).
 - ``--smoke``: a two-layer random model, a short chat, one round, in seconds (checks the code).
@@ -60,7 +61,8 @@ def learner(folder: Path, variant: str):
     from prover.learner import Learner
 
     torch.manual_seed(0)
-    cfg = LearnerConfig(autocast="bfloat16", frozen_bf16=variant != "autocast", mini_batch_rows=4096)
+    cfg = LearnerConfig(autocast="bfloat16", frozen_bf16=variant != "autocast", mini_batch_rows=4096,
+                        micro_batch_rows=4)
     trained = Learner(folder, cfg, max_completion_tokens=32, lora=LoraConfig(enabled=True, rank=LORA_RANK,
                                                                               alpha=LORA_ALPHA))
     if variant == "no_attention":
@@ -71,11 +73,11 @@ def learner(folder: Path, variant: str):
     return trained
 
 
-def updates(folder: Path, chat: dict, rounds: int) -> dict:
+def updates(folder: Path, chat: dict, n_chats: int, rounds: int) -> dict:
     """Each variant's update CPU seconds, round by round, the variants in turn."""
     from prover.modeling import model_setting
 
-    batch, adv = chats(episodes=1, vocab=model_setting(folder, "vocab_size"), **chat)
+    batch, adv = chats(episodes=n_chats, vocab=model_setting(folder, "vocab_size"), **chat)
     learners = {v: learner(folder, v) for v in VARIANTS}
     for trained in learners.values():  # kernels built, buffers allocated
         trained.update(batch, adv)
@@ -143,15 +145,17 @@ def sdpa(folder: Path, length: int, rounds: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2", choices=["smollm2", *SHAPES])
-    ap.add_argument("--rounds", type=int, default=5, help="rounds over the variants (CPU seconds of each kept)")
+    ap.add_argument("--chats", type=int, default=4, help="chats in the update, one micro-batch each")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the variants (CPU seconds of each kept)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"where the JSON goes (default {OUT})")
     ap.add_argument("--smoke", action="store_true", help="the tiny model, a short chat, one round")
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        raise SystemExit("learner_levers: --rounds must be at least 1")
+    if args.rounds < 1 or args.chats < 1:
+        raise SystemExit("learner_levers: --rounds and --chats must be at least 1")
     if args.out.is_dir() or not args.out.parent.is_dir():
         raise SystemExit(f"learner_levers: --out {args.out}: name a file in a folder that exists")
-    model, chat, rounds = ("tiny", SMOKE_CHAT, 1) if args.smoke else (args.model, CHAT, args.rounds)
+    model, chat, rounds, n_chats = ("tiny", SMOKE_CHAT, 1, 2) if args.smoke else (args.model, CHAT, args.rounds,
+                                                                                  args.chats)
     import torch
 
     torch.set_num_threads(1)
@@ -160,14 +164,15 @@ def main(argv: list[str] | None = None) -> int:
         folder = model_folder(model, Path(tmp))
         if not folder.is_dir():
             raise SystemExit(f"learner_levers: no model folder {folder}; run `prover convert-gguf` first")
-        variants = updates(folder, chat, rounds)
+        variants = updates(folder, chat, n_chats, rounds)
         length = chat["first"] + chat["turns"] * chat["completion"] + (chat["turns"] - 1) * chat["observation"]
         attention = sdpa(folder, length, rounds)
         cast_ms = frozen_cast_ms(folder, rounds)
     load["end"] = list(os.getloadavg())
     best = {v: got["best_s"] for v, got in variants.items()}
     result = {"cpu": cpu(), "torch": torch.__version__, "smoke": args.smoke, "model": model, "threads": 1,
-              "chat": {**chat, "tokens": length}, "load": load, "variants": variants, "sdpa": attention,
+              "chat": {**chat, "tokens": length}, "chats": n_chats, "load": load, "variants": variants,
+              "sdpa": attention,
               "frozen_cast_ms": cast_ms,
               "ratios": {"autocast_over_frozen_bf16": best["autocast"] / best["frozen_bf16"],
                          "attention_share": 1 - best["no_attention"] / best["frozen_bf16"]},
