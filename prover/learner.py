@@ -183,7 +183,7 @@ class Learner:
             for unit, logps in zip(units, self.policy_logprobs(units)):
                 for row, logp in zip(unit.turn_rows, logps):
                     row.engine_logprobs, row.old_logprobs = row.old_logprobs, logp
-        sums, mismatch, n_updates = {}, {}, 0  # mismatch: the first mini-batch's, before its optimizer step
+        sums, mismatch, n_updates = dict[str, float](), dict[str, float](), 0  # mismatch: the first mini-batch's
         for _ in range(self.cfg.ppo_epochs):
             self.rng.shuffle(units)
             chunks = [[units[i] for i in b] for b in turn_batches([len(u.turn_rows) for u in units],
