@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -55,16 +56,17 @@ class FrozenBf16Linear(torch.nn.Linear):
         return self._bf16
 
 
-def keep_bf16_copies(model: torch.nn.Module) -> list[FrozenBf16Linear]:
+def keep_bf16_copies(model: torch.nn.Module) -> list[torch.nn.Linear]:
     """Make every frozen plain ``nn.Linear`` of ``model`` a ``FrozenBf16Linear`` with its copy cast now; returns
     them. Subclasses of ``nn.Linear`` (adapted layers, or layers that already have a copy) are left as they are."""
-    layers = []
+    layers: list[torch.nn.Linear] = []
     for module in model.modules():
         if type(module) is torch.nn.Linear and not module.weight.requires_grad:
             module.__class__ = FrozenBf16Linear
-            module._bf16, module._bf16_of = None, None
-            module.bf16_weights()
-            layers.append(module)
+            frozen = cast(FrozenBf16Linear, module)
+            frozen._bf16, frozen._bf16_of = None, None
+            frozen.bf16_weights()
+            layers.append(frozen)
     return layers
 
 
