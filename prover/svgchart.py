@@ -103,8 +103,10 @@ def standalone(svg: str) -> str:
 
 def _size(svg: str) -> tuple[float, float]:
     opening = svg[:svg.index(">")]
-    return (float(re.search(r' width="([\d.]+)"', opening).group(1)),
-            float(re.search(r' height="([\d.]+)"', opening).group(1)))
+    width, height = (re.search(rf' {name}="([\d.]+)"', opening) for name in ("width", "height"))
+    if width is None or height is None:
+        raise ValueError(f"an <svg> of this module states its width and height: {opening[:80]!r}")
+    return float(width.group(1)), float(height.group(1))
 
 
 def side_by_side(title: str, svgs: list[str], gap: int = 16) -> str:

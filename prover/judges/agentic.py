@@ -164,6 +164,8 @@ class Unreadable(str):
 class Refused(str):
     """Why a readable answer's segment failed validation; ``segment`` is that answer's."""
 
+    segment: Segment
+
     def __new__(cls, why: str, segment: Segment) -> Refused:
         refused = super().__new__(cls, why)
         refused.segment = segment
