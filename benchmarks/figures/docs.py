@@ -12,12 +12,11 @@ docs/perf.md's phase split is drawn with that page (``python -m benchmarks.perf.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.figures import bench_forests, curves, judges
+from benchmarks.figures import bench_forests, curves, judges, render_or_check
 from prover.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,13 +32,10 @@ def stale(drawn: dict[Path, str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--render", action="store_true", help="rewrite every figure from the committed results")
-    what.add_argument("--check", action="store_true", help="only say which committed figures are out of date")
-    args = ap.parse_args(argv)
+    check = render_or_check(__doc__, "rewrite every figure from the committed results",
+                            "only say which committed figures are out of date", argv)
     drawn = {path: draw() for path, draw in figures().items()}  # every figure drawn before any is written
-    if args.check:
+    if check:
         old = stale(drawn)
         for path in old:
             print(f"{path.relative_to(ROOT)} is not what its data draw: python -m benchmarks.figures.docs --render")

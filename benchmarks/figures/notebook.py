@@ -11,7 +11,6 @@ are left out. A cell that raised stops the rendering: the page shows a notebook 
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 import re
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks.figures import render_or_check
 from prover.environment import cpu
 from prover.files import write_atomic
 
@@ -163,12 +163,9 @@ def stale(page: Path = PAGE, notebook: Path = NOTEBOOK) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--render", action="store_true", help="execute the notebook and rewrite docs/tutorial.md")
-    what.add_argument("--check", action="store_true", help="only say whether the page shows the notebook's code")
-    args = ap.parse_args(argv)
-    if args.check:
+    check = render_or_check(__doc__, "execute the notebook and rewrite docs/tutorial.md",
+                            "only say whether the page shows the notebook's code", argv)
+    if check:
         why = stale()
         print(why or f"{PAGE.relative_to(ROOT)} shows the notebook's code")
         return 1 if why else 0

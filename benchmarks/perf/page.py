@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from benchmarks.figures import render_or_check
 from benchmarks.perf import phases
 from benchmarks.perf.page_decode import section as decode_section
 from benchmarks.perf.page_decode import summary_rows
@@ -223,12 +223,9 @@ def current(results: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--render", action="store_true", help="rewrite docs/perf.md from the saved results")
-    what.add_argument("--check", action="store_true", help="only say whether docs/perf.md is what they render to")
-    args = ap.parse_args(argv)
-    if args.check:
+    check = render_or_check(__doc__, "rewrite docs/perf.md from the saved results",
+                            "only say whether docs/perf.md is what they render to", argv)
+    if check:
         same = current(saved_results())
         print(f"{PAGE.relative_to(ROOT)} and its figure {'are' if same else 'are not'} what the saved results "
               "render to")
