@@ -23,7 +23,6 @@ says why a folder does not match its own, and ``--resume`` skips to an older che
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import warnings
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import CheckpointError
+from prover.files import sha256_of
 
 OLD_FILES = ("optimizer.pt", "rng.pt")
 MANIFEST = "manifest.json"
@@ -137,17 +137,9 @@ def convert_old_checkpoint(folder: Path) -> list[str]:
     return [f"{stem}.{ext}" for stem in states for ext in ("json", "safetensors")] + [MANIFEST]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_manifest(folder: Path) -> None:
     """Size and SHA-256 of every file of a checkpoint, so a truncated or altered file is found on resume."""
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
              for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
     (folder / MANIFEST).write_text(json.dumps(files, indent=1))
 
@@ -170,7 +162,7 @@ def checkpoint_problem(folder: Path, verify_hashes: bool) -> str:
             return f"{name} is missing"
         if path.stat().st_size != want["bytes"]:
             return f"{name} has {path.stat().st_size} bytes, its manifest says {want['bytes']}"
-        if verify_hashes and _sha256(path) != want["sha256"]:
+        if verify_hashes and sha256_of(path) != want["sha256"]:
             return f"{name} differs from its manifest's SHA-256"
     return ""
 

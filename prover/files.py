@@ -4,6 +4,7 @@ the policy digests). A ground-floor room: it imports nothing of prover's, so any
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -30,3 +31,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return rows
+
+
+def sha256_of(path: Path) -> str:
+    """A file's SHA-256, read in 1 MiB blocks (model weights and checkpoints are too large to read at once)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover.errors import ConfigError
+from prover.files import sha256_of
 
 CACHE_ENV = "PROVER_CACHE"  # root of prover's caches; models go in its models/ folder
 LLAMACPP = "pip install -c constraints/cpu.txt -e '.[llamacpp]'"
@@ -74,14 +75,6 @@ def installed_file(dist: str, name: str, install: str) -> Path:
         if (path == name or path.endswith("/" + name)) and Path(f.locate()).is_file():
             return Path(f.locate())
     raise ConfigError(f"{dist} is installed but holds no {name}; reinstall it")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def mismatch(model: ShippedModel, found: str) -> ConfigError:
