@@ -39,10 +39,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PROVER = REPO / "prover"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
-# every module of prover/engines/ is the contract or an implementation (hf with its decode loop and KV helpers)
+# every module of prover/engines/ is the contract or an implementation (hf with its decode loop, fused step,
+# small-batch kernels and KV helpers)
 ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
-ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.kv_cache",
-                          "prover.engines.prefix", "prover.engines.sglang*")
+ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.fused_step",
+                          "prover.engines.gemv", "prover.engines.kv_cache", "prover.engines.prefix",
+                          "prover.engines.sglang*")
 
 
 def module_name(path: Path, root: Path = PROVER) -> str:

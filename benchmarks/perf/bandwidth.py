@@ -17,7 +17,8 @@ their work over that many threads), because torch is what the engine decodes wit
            arrays' final values are checked against STREAM's recurrence, so a kernel that skipped work fails.
 - weights: ``torch.nn.functional.linear`` of one row (batch 1, as decoding one sequence) through a weight
            matrix of the same size in bytes, fp32 and bf16: GB/s of weight bytes read (the input and output
-           vectors are a few KB and not counted).
+           vectors are a few KB and not counted); and the same product by the ``hf`` engine's small-batch
+           kernel (``prover.engines.gemv``, one thread), where it is built.
 
 Each figure is reported for every count in --threads (default 1, 2 and all cores). The CPU's model, the
 instruction-set flags that decide the speed of these kernels (avx2, avx512f, avx512_bf16, amx_bf16), torch's
@@ -172,9 +173,20 @@ def weights(nbytes: int, threads: list[int], rounds: int) -> dict:
             torch.set_num_threads(n)
             with torch.inference_mode():
                 speeds[str(n)] = w.numel() * size / best_seconds(lambda w=w, x=x: F.linear(x, w), rounds) / 1e9
-        out[name] = {"shape": [rows, MATVEC_COLUMNS], "weight_bytes": w.numel() * size, "gb_per_s": speeds}
+        out[name] = {"shape": [rows, MATVEC_COLUMNS], "weight_bytes": w.numel() * size, "gb_per_s": speeds,
+                     "engine_kernel_gb_per_s": kernel_speed(w, x, rounds)}
         del w
     return out
+
+
+def kernel_speed(w: torch.Tensor, x: torch.Tensor, rounds: int) -> float | None:
+    """GB/s of the same product by the ``hf`` engine's small-batch kernel (``prover.engines.gemv``, one thread
+    whatever torch's count), or None where it is not built."""
+    from prover.engines import gemv  # the engine's kernel, built on first use (a second or so of the C compiler)
+
+    if gemv.load()[0] is None:
+        return None
+    return w.numel() * w.element_size() / best_seconds(lambda: gemv.linear(x, w, None), rounds) / 1e9
 
 
 def thread_counts(text: str | None) -> list[int]:
@@ -216,6 +228,8 @@ def summary(result: dict) -> list[str]:
              f"{result['load']['start'][0]:.2f} -> {result['load']['end'][0]:.2f}"]
     rows = [(f"stream {k}", v) for k, v in result["stream"]["gb_per_s"].items()]
     rows += [(f"linear batch 1 {k}", v["gb_per_s"]) for k, v in result["weights"].items()]
+    rows += [(f"engine kernel {k}", {"1": v["engine_kernel_gb_per_s"]}) for k, v in result["weights"].items()
+             if v.get("engine_kernel_gb_per_s")]
     for label, speeds in rows:
         lines.append(f"  {label:<22}" + "  ".join(f"{n} thread(s) {gb:6.1f} GB/s" for n, gb in speeds.items()))
     if not result["stream"]["valid"]:

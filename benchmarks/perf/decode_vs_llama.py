@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "decode-vs-llama.json"
 DTYPES = {"float32": "f32", "bfloat16": "bf16"}
+# prover's engine as it runs by default, and with its decode levers off (transformers' forward, torch's products)
+SIDES = {"prover": {}, "prover, transformers forward": {"small_batch_kernels": False, "fused_decode_step": False}}
 
 
 def gguf_of(model: Path, dtype: str, llama_src: Path, work: Path) -> Path:
@@ -87,6 +89,7 @@ def measure(args: argparse.Namespace) -> dict:
     import torch
 
     from benchmarks.perf.bandwidth import cpu
+    from prover.engines import gemv
     from prover.engines.hf import HFEngine
 
     torch.set_num_threads(args.threads)
@@ -94,25 +97,30 @@ def measure(args: argparse.Namespace) -> dict:
     rates: dict[str, dict[str, list[float]]] = {}
     weight_bytes: dict[str, int] = {}
     for dtype in args.dtypes:
-        engine = HFEngine(args.model, dtype=dtype, prefix_cache_mb=0)
+        engines = {side: HFEngine(args.model, dtype=dtype, prefix_cache_mb=0, **kwargs)
+                   for side, kwargs in SIDES.items()}
         # every weight is read once a decode step (the tied embedding as the LM head)
-        weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+        weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engines["prover"].model.parameters())
         gguf = None if args.smoke else gguf_of(Path(args.model), dtype, Path(args.llama_src), work)
         for batch in args.batches:
             key = f"{dtype} batch {batch}"
-            rates[key] = {"prover": [], "llama.cpp": []}
+            rates[key] = {side: [] for side in (*SIDES, "llama.cpp")}
             for r in range(args.rounds):
-                rates[key]["prover"].append(prover_round(engine, batch, args.prompt_tokens, args.new_tokens, r))
+                for side, engine in engines.items():
+                    rates[key][side].append(prover_round(engine, batch, args.prompt_tokens, args.new_tokens, r))
                 if gguf is not None:
                     rates[key]["llama.cpp"].append(llama_round(Path(args.llama_bin) / "llama-batched-bench", gguf,
                                                                args.threads, batch, args.prompt_tokens,
                                                                args.new_tokens))
             best = {side: max(v) for side, v in rates[key].items() if v}
             print(f"[decode] {key}: " + ", ".join(f"{s} {v:.1f} tok/s" for s, v in best.items())
-                  + (f", prover / llama.cpp {best['prover'] / best['llama.cpp']:.2f}x" if len(best) == 2 else ""),
+                  + (f", prover / llama.cpp {best['prover'] / best['llama.cpp']:.2f}x" if "llama.cpp" in best else ""),
                   flush=True)
-        del engine
+        del engines
+    library = gemv.load()[0]
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+            "sides": {side: kwargs for side, kwargs in SIDES.items()},
+            "gemv_isa": {2: "AVX512-BF16", 1: "AVX-512"}[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}

@@ -33,6 +33,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from prover.engines.fused_step import FusedStep
 from prover.types import SamplingParams
 
 
@@ -120,10 +121,11 @@ def warpers(params: SamplingParams, processors: list[LogitsProcessor] | None) ->
 @torch.inference_mode()  # no autograd bookkeeping at all: about 8% of a one-row step (no_grad keeps version counts)
 def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
            params: SamplingParams, stops: list[int], pad_id: int,
-           processors: list[LogitsProcessor] | None = None) -> Decoded:
+           processors: list[LogitsProcessor] | None = None, fused: FusedStep | None = None) -> Decoded:
     """Generate up to ``params.max_new_tokens`` tokens for each row of ``ids`` (left padded, mask ``attn``),
     continuing ``cache``, which holds the KV of the first ``cache.get_seq_length()`` columns and has room for
-    ``ids.shape[1] + max_new_tokens - 1`` in all."""
+    ``ids.shape[1] + max_new_tokens - 1`` in all. ``fused`` runs the steps of one new column a row in place
+    of the model's forward (``prover.engines.fused_step``)."""
     rows, length = ids.shape
     steps = params.max_new_tokens
     seqs = torch.full((rows, length + steps), pad_id, dtype=torch.long, device=ids.device)
@@ -137,10 +139,12 @@ def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache:
     fed, n = cache.get_seq_length(), 0
     while n < steps:
         end = length + n
-        pos = mask[:, :end].cumsum(-1)[:, fed:] - 1  # real tokens before each fed column
-        out = model(input_ids=seqs[:, fed:end], attention_mask=mask[:, :end], position_ids=pos.clamp(min=0),
-                    use_cache=True, logits_to_keep=1, **{kwarg: cache})
-        logits = out.logits[:, -1].float()
+        pos = (mask[:, :end].cumsum(-1)[:, fed:] - 1).clamp(min=0)  # real tokens before each fed column
+        if fused is not None and end - fed == 1:
+            logits = fused(seqs[:, fed:end], mask[:, :end], pos, cache.layers).float()
+        else:
+            logits = model(input_ids=seqs[:, fed:end], attention_mask=mask[:, :end], position_ids=pos,
+                           use_cache=True, logits_to_keep=1, **{kwarg: cache}).logits[:, -1].float()
         scores = chain(seqs[:, :end], logits.clone())
         if params.temperature > 0:
             token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)

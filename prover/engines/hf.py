@@ -9,6 +9,7 @@ continuations prefill only their new tokens (``prover.engines.prefix``, ``prover
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,8 +19,10 @@ import torch
 from pydantic import Field
 from transformers import LogitsProcessorList
 
+from prover.engines import gemv
 from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
+from prover.engines.fused_step import FusedStep, supports
 from prover.engines.kv_cache import PrefixCache, row_columns
 from prover.engines.prefix import (
     cache_kwarg,
@@ -48,6 +51,19 @@ DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserve
                "uses transformers' generate, as other models always do. Greedy outputs are the same either way.")
 
 
+SMALL_BATCH_KERNELS = ("Decode steps of up to a few rows on CPU run their linear layers through prover's own "
+                       "matrix-vector kernels (prover.engines.gemv: AVX-512, built with the machine's C "
+                       "compiler on first use), which read the weights at close to the memory's bandwidth; "
+                       "false keeps torch's products. Without a compiler or AVX-512 the engine keeps torch's "
+                       "and says so once. Greedy outputs equal torch's up to the order of float32 sums.")
+
+
+FUSED_DECODE_STEP = ("Decode steps of Llama, Qwen2 and Qwen3 models run as prover.engines.fused_step: the query, "
+                     "key and value projections as one product, the gate and up projections as another, and "
+                     "each norm as one operation, instead of transformers' module-by-module forward; false "
+                     "keeps the forward. The logits are the same up to float rounding.")
+
+
 class HFEngine(Engine):
     """Sampling with prover's own decode loop (or ``model.generate``); log-probs are of the temperature-scaled
     distribution.
@@ -56,6 +72,8 @@ class HFEngine(Engine):
     ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``);
     false turns every reuse of KV off, the prefix cache's too.
     ``decode_loop``: decode with ``prover.engines.decode`` (full-attention models), else ``model.generate``.
+    ``small_batch_kernels``: linear layers of steps with few rows through ``prover.engines.gemv`` (CPU).
+    ``fused_decode_step``: the decode loop's one-token steps through ``prover.engines.fused_step``.
     ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
     across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt; its
     least recently used entries go first; cleared by ``update_weights``; 0 keeps nothing across calls. Only
@@ -73,7 +91,9 @@ class HFEngine(Engine):
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
                  batch_size: int = 64, share_prefixes: bool = True,
                  prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024,
-                 decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True) -> None:
+                 decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True,
+                 small_batch_kernels: Annotated[bool, Field(description=SMALL_BATCH_KERNELS)] = True,
+                 fused_decode_step: Annotated[bool, Field(description=FUSED_DECODE_STEP)] = True) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
         self.model = load_model(model_path, dtype, self.device).eval()
@@ -87,6 +107,16 @@ class HFEngine(Engine):
         self.prefix_cache = PrefixCache(prefix_cache_mb * 2**20) if keep else None
         self.decode_loop = decode_loop
         self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
+        kernels = small_batch_kernels and self.device == "cpu"
+        if kernels:
+            library, why = gemv.load()
+            if library is None:
+                warnings.warn(f"engine.kwargs.small_batch_kernels: {why}; decoding with torch's products",
+                              stacklevel=2)
+            else:
+                gemv.install(self.model)
+        fuse = fused_decode_step and decode_loop and supports(self.model) is None
+        self.fused_step = FusedStep(self.model, kernels=kernels) if fuse else None
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
@@ -135,7 +165,8 @@ class HFEngine(Engine):
         if own_loop:
             layers = self.model.config.get_text_config().num_hidden_layers  # a multimodal config nests the text's
             start = cache.get(self.cache_kwarg) or empty_reserved_cache(layers, capacity)
-            done = decode(self.model, ids, attn, start, self.cache_kwarg, params, stops, self.pad_id, processors)
+            done = decode(self.model, ids, attn, start, self.cache_kwarg, params, stops, self.pad_id, processors,
+                          self.fused_step)
             new, logps, kv = done.tokens.cpu(), done.logprobs.cpu(), done.cache
         else:
             new, logps, kv = self._transformers_generate(ids, attn, cache, params, stops, processors)

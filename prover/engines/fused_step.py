@@ -1,0 +1,156 @@
+"""One decode step of a Llama-family model (Llama, Qwen2, Qwen3) in a few tensor operations per layer.
+
+At one token a row, a decode step's arithmetic is small and transformers' module-by-module forward spends
+as long again in Python and in small operations (a norm is seven of them, each projection its own call) as
+in the products. ``FusedStep`` runs the same computation with fewer, larger operations:
+
+1. The query, key and value projections are one product against their weights stacked (``qkv``), and the
+   gate and up projections another (``gate_up``). The stacked matrices are built once, and the layers'
+   own weights become views of them, so a weight sync (``load_state_dict`` copies in place) updates both.
+2. RMSNorm is ``torch.nn.functional.rms_norm`` in float32, then the cast and the scale, as transformers'
+   ``LlamaRMSNorm`` computes it in seven operations.
+3. Rotary embeddings are applied to queries and keys in one pass over their stacked heads (Qwen3's
+   per-head norms first, as its attention does), with cos and sin from the model's own rotary module.
+4. Products go through ``prover.engines.gemv`` where it applies (few rows, CPU; ``kernels=True``), else
+   ``F.linear``.
+
+Only the decode loop calls it, for steps of one new token a row, with a cache of reserved layers
+(``prover.engines.decode.ReservedLayer``); a prompt's prefill still goes through the model's forward. The
+logits equal the forward's up to float rounding (the order of sums); ``tests/test_fused_step.py`` compares
+them on each supported architecture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from prover.engines import gemv
+
+ARCHITECTURES = ("llama", "qwen2", "qwen3")
+
+
+def supports(model: torch.nn.Module) -> str | None:
+    """None when ``FusedStep`` computes what ``model`` does; else why not."""
+    cfg = model.config
+    kind = getattr(cfg, "model_type", None)
+    if kind not in ARCHITECTURES:
+        return f"model_type {kind!r} is not one of {', '.join(ARCHITECTURES)}"
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+        return "the MLP is not a bias-free SiLU gate"
+    if getattr(cfg, "pretraining_tp", 1) != 1:
+        return "pretraining_tp splits the projections"
+    if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+        return "a layer is not full attention"
+    if getattr(cfg, "use_sliding_window", False):
+        return "sliding-window attention"
+    return None
+
+
+@dataclass
+class LayerWeights:
+    in_norm: torch.Tensor
+    post_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+    q_norm: torch.Tensor | None  # Qwen3's per-head norms of queries and keys
+    k_norm: torch.Tensor | None
+
+
+def stack_weights(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One matrix of ``linears``' weights stacked by rows (and one bias vector), with each layer's own
+    parameters made views of it, so that writing either writes both."""
+    weight = torch.cat([lin.weight.detach() for lin in linears]).contiguous()
+    biased = [lin.bias is not None for lin in linears]
+    bias = torch.cat([lin.bias.detach() for lin in linears]).contiguous() if all(biased) else None
+    if any(biased) and bias is None:
+        raise ValueError("some stacked projections have a bias and some do not")
+    start = 0
+    for lin in linears:
+        rows = lin.weight.shape[0]
+        lin.weight = torch.nn.Parameter(weight[start:start + rows], requires_grad=False)
+        if bias is not None:
+            lin.bias = torch.nn.Parameter(bias[start:start + rows], requires_grad=False)
+        start += rows
+    return weight, bias
+
+
+def torch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return F.linear(x, weight, bias)
+
+
+def kernel_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    out = gemv.linear(x, weight, bias)
+    return out if out is not None else F.linear(x, weight, bias)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+class FusedStep:
+    """``step(ids, mask, positions, cache)``: the last-position logits (rows, vocab) of a one-token step,
+    writing each layer's new key and value column into ``cache``."""
+
+    def __init__(self, model: torch.nn.Module, kernels: bool = True) -> None:
+        why = supports(model)
+        if why is not None:
+            raise ValueError(f"no fused decode step for this model: {why}")
+        cfg, base = model.config, model.model
+        self.embed, self.rotary, self.head = base.embed_tokens, base.rotary_emb, model.lm_head
+        self.final_norm = base.norm.weight
+        self.eps = cfg.rms_norm_eps
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.intermediate = cfg.intermediate_size
+        self.layers = [self._layer(layer) for layer in base.layers]
+        self.linear = kernel_linear if kernels else torch_linear
+
+    def _layer(self, layer: torch.nn.Module) -> LayerWeights:
+        attn, mlp = layer.self_attn, layer.mlp
+        qkv, qkv_bias = stack_weights([attn.q_proj, attn.k_proj, attn.v_proj])
+        gate_up, _ = stack_weights([mlp.gate_proj, mlp.up_proj])
+        q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+        return LayerWeights(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, qkv, qkv_bias,
+                            attn.o_proj.weight, gate_up, mlp.down_proj.weight,
+                            q_norm.weight if q_norm is not None else None,
+                            k_norm.weight if k_norm is not None else None)
+
+    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = self.head_dim // 2
+        turned = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+        return qk * cos + turned * sin
+
+    def _attention(self, w: LayerWeights, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   allowed: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
+        rows, d = x.shape[0], self.head_dim
+        qkv = self.linear(x, w.qkv, w.qkv_bias).view(rows, 1, self.heads + 2 * self.kv_heads, d)
+        q, k, v = qkv.split((self.heads, self.kv_heads, self.kv_heads), dim=2)
+        if w.q_norm is not None and w.k_norm is not None:
+            q, k = rms_norm(q, w.q_norm, self.eps), rms_norm(k, w.k_norm, self.eps)
+        qk = self._rotate(torch.cat((q, k), dim=2), cos, sin).transpose(1, 2)  # (rows, heads, 1, d)
+        keys, values = layer.update(qk[:, self.heads:], v.transpose(1, 2))
+        out = F.scaled_dot_product_attention(qk[:, :self.heads], keys, values, attn_mask=allowed,
+                                             enable_gqa=self.kv_heads != self.heads)
+        return self.linear(out.transpose(1, 2).reshape(rows, 1, self.heads * d), w.o)
+
+    @torch.inference_mode()
+    def __call__(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                 cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+        """``ids`` and ``positions`` (rows, 1); ``mask`` (rows, columns) over every column so far, the new one
+        last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer."""
+        h = self.embed(ids)
+        cos, sin = self.rotary(h, positions)  # (rows, 1, head_dim)
+        cos, sin = cos[:, :, None], sin[:, :, None]  # over the heads
+        allowed = mask.bool()[:, None, None, :]
+        for w, layer in zip(self.layers, cache_layers):
+            h = h + self._attention(w, rms_norm(h, w.in_norm, self.eps), cos, sin, allowed, layer)
+            gate_up = self.linear(rms_norm(h, w.post_norm, self.eps), w.gate_up)
+            h = h + self.linear(F.silu(gate_up[..., :self.intermediate]) * gate_up[..., self.intermediate:], w.down)
+        h = rms_norm(h[:, -1], self.final_norm, self.eps)
+        return self.linear(h, self.head.weight, self.head.bias)

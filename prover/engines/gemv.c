@@ -1,0 +1,181 @@
+/* Small-batch matrix products for decoding: y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for a few rows m
+ * of x against a weight w stored as torch keeps an nn.Linear's, (n, k) row major.
+ *
+ * At one to sixteen rows a decode step is bound by reading the weights from memory, and the library GEMMs
+ * torch calls at that shape read them at half the machine's bandwidth or less (bfloat16 worst). These
+ * loops stream each weight row once for every row of x, accumulate in float32, and round the result once.
+ * Compiled on the machine that runs them (-O3 -march=native by prover.engines.gemv), so the widest
+ * instructions it has are the ones used: AVX512-BF16 dot products, else AVX-512 FMAs. Plain C loops were
+ * 3-20x slower than torch (a float sum is not reordered into vectors), so a CPU without AVX-512 gets no
+ * build and keeps torch's products.
+ */
+#include <stdint.h>
+#include <string.h>
+#ifndef __AVX512F__
+#error "these loops need AVX-512; without it the engine keeps torch's products"
+#endif
+#include <immintrin.h>
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch's float -> bfloat16 cast */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* A pass takes nb weight rows (read from memory once, used for every row of x) against mb rows of x, in nb x
+ * mb float32 accumulators: 8 x 1 or 8 x 2 for one or two rows of x (eight streams keep the memory busy), 4 x 4
+ * for more. While it runs, the next nb rows are prefetched: the hardware prefetcher alone reaches about
+ * three quarters of the bandwidth. */
+#define NB 8
+#define MB 4
+
+#if defined(__AVX512BF16__)
+/* rows n0..n0+nb of w against rows m0..m0+mb of x, 32 bfloat16 pairs a step */
+static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, const uint16_t *x, float *out,
+                                                             int64_t k, int64_t ldx, int nb, int mb) {
+    __m512 acc[NB][MB];
+    for (int j = 0; j < NB; j++)
+        for (int i = 0; i < MB; i++) acc[j][i] = _mm512_setzero_ps();
+    int64_t kk = 0;
+    for (; kk + 32 <= k; kk += 32) {
+        __m512i wv[NB];
+        for (int j = 0; j < nb; j++) {
+            wv[j] = _mm512_loadu_si512((const void *)(w + j * k + kk));
+            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+        }
+        for (int i = 0; i < mb; i++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x + i * ldx + kk));
+            for (int j = 0; j < nb; j++)
+                acc[j][i] = _mm512_dpbf16_ps(acc[j][i], (__m512bh)wv[j], (__m512bh)xv);
+        }
+    }
+    if (kk < k) { /* the last k % 32 columns, zero filled */
+        __mmask32 mask = (__mmask32)((1ull << (k - kk)) - 1);
+        __m512i wv[NB];
+        for (int j = 0; j < nb; j++) wv[j] = _mm512_maskz_loadu_epi16(mask, (const void *)(w + j * k + kk));
+        for (int i = 0; i < mb; i++) {
+            __m512i xv = _mm512_maskz_loadu_epi16(mask, (const void *)(x + i * ldx + kk));
+            for (int j = 0; j < nb; j++)
+                acc[j][i] = _mm512_dpbf16_ps(acc[j][i], (__m512bh)wv[j], (__m512bh)xv);
+        }
+    }
+    for (int j = 0; j < nb; j++)
+        for (int i = 0; i < mb; i++) out[i * NB + j] = _mm512_reduce_add_ps(acc[j][i]);
+}
+#endif
+
+static inline __attribute__((always_inline)) void block_f32(const float *w, const float *x, float *out, int64_t k,
+                                                            int64_t ldx, int nb, int mb) {
+    __m512 acc[NB][MB];
+    for (int j = 0; j < NB; j++)
+        for (int i = 0; i < MB; i++) acc[j][i] = _mm512_setzero_ps();
+    int64_t kk = 0;
+    for (; kk < k; kk += 16) {
+        __mmask16 mask = k - kk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - kk)) - 1);
+        __m512 wv[NB];
+        for (int j = 0; j < nb; j++) {
+            wv[j] = _mm512_maskz_loadu_ps(mask, w + j * k + kk);
+            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+        }
+        for (int i = 0; i < mb; i++) {
+            __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + kk);
+            for (int j = 0; j < nb; j++) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
+        }
+    }
+    for (int j = 0; j < nb; j++)
+        for (int i = 0; i < mb; i++) out[i * NB + j] = _mm512_reduce_add_ps(acc[j][i]);
+}
+
+#if !defined(__AVX512BF16__)
+static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfloat16 -> 16 float */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, const uint16_t *x, float *out,
+                                                             int64_t k, int64_t ldx, int nb, int mb) {
+    __m512 acc[NB][MB];
+    for (int j = 0; j < NB; j++)
+        for (int i = 0; i < MB; i++) acc[j][i] = _mm512_setzero_ps();
+    for (int64_t kk = 0; kk < k; kk += 16) {
+        __mmask16 mask = k - kk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - kk)) - 1);
+        __m512 wv[NB];
+        for (int j = 0; j < nb; j++) {
+            wv[j] = widen(_mm256_maskz_loadu_epi16(mask, (const void *)(w + j * k + kk)));
+            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+        }
+        for (int i = 0; i < mb; i++) {
+            __m512 xv = widen(_mm256_maskz_loadu_epi16(mask, (const void *)(x + i * ldx + kk)));
+            for (int j = 0; j < nb; j++) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
+        }
+    }
+    for (int j = 0; j < nb; j++)
+        for (int i = 0; i < mb; i++) out[i * NB + j] = _mm512_reduce_add_ps(acc[j][i]);
+}
+#endif
+
+/* The constant nb and mb of each call below let the compiler unroll every loop over them and keep the
+ * accumulators in registers. */
+#define DISPATCH(fn, w, x, out, k, ldx, nb, mb)                                                                  \
+    switch ((nb) * 8 + (mb)) {                                                                                 \
+    case 8 * 8 + 1: fn(w, x, out, k, ldx, 8, 1); break;                                                        \
+    case 8 * 8 + 2: fn(w, x, out, k, ldx, 8, 2); break;                                                        \
+    case 4 * 8 + 4: fn(w, x, out, k, ldx, 4, 4); break;                                                        \
+    case 4 * 8 + 3: fn(w, x, out, k, ldx, 4, 3); break;                                                        \
+    default: fn(w, x, out, k, ldx, nb, mb); break; /* the last weight rows of a matrix, n % nb of them */       \
+    }
+
+static inline int rows_per_pass(int64_t m) { return m <= 2 ? 8 : 4; }
+static inline int x_rows_per_pass(int64_t m) { return m <= 2 ? 2 : 4; }
+
+int prover_gemv_bf16(const uint16_t *w, const uint16_t *x, uint16_t *y, const uint16_t *bias, int64_t n,
+                     int64_t k, int64_t m, int64_t ldx, int64_t ldy) {
+    float out[NB * MB];
+    int pass_n = rows_per_pass(m), pass_m = x_rows_per_pass(m);
+    for (int64_t n0 = 0; n0 < n; n0 += pass_n) {
+        int nb = n - n0 < pass_n ? (int)(n - n0) : pass_n;
+        for (int64_t m0 = 0; m0 < m; m0 += pass_m) {
+            int mb = m - m0 < pass_m ? (int)(m - m0) : pass_m;
+            DISPATCH(block_bf16, w + n0 * k, x + m0 * ldx, out, k, ldx, nb, mb)
+            for (int i = 0; i < mb; i++)
+                for (int j = 0; j < nb; j++) {
+                    float v = out[i * NB + j] + (bias ? bf16_to_f32(bias[n0 + j]) : 0.0f);
+                    y[(m0 + i) * ldy + n0 + j] = f32_to_bf16(v);
+                }
+        }
+    }
+    return 0;
+}
+
+int prover_gemv_f32(const float *w, const float *x, float *y, const float *bias, int64_t n, int64_t k, int64_t m,
+                    int64_t ldx, int64_t ldy) {
+    float out[NB * MB];
+    int pass_n = rows_per_pass(m), pass_m = x_rows_per_pass(m);
+    for (int64_t n0 = 0; n0 < n; n0 += pass_n) {
+        int nb = n - n0 < pass_n ? (int)(n - n0) : pass_n;
+        for (int64_t m0 = 0; m0 < m; m0 += pass_m) {
+            int mb = m - m0 < pass_m ? (int)(m - m0) : pass_m;
+            DISPATCH(block_f32, w + n0 * k, x + m0 * ldx, out, k, ldx, nb, mb)
+            for (int i = 0; i < mb; i++)
+                for (int j = 0; j < nb; j++) y[(m0 + i) * ldy + n0 + j] = out[i * NB + j] + (bias ? bias[n0 + j] : 0.0f);
+        }
+    }
+    return 0;
+}
+
+/* What the build chose, for the benchmarks' records: 2 AVX512-BF16 dot products, 1 AVX-512 FMAs. */
+int prover_gemv_isa(void) {
+#if defined(__AVX512BF16__)
+    return 2;
+#else
+    return 1;
+#endif
+}

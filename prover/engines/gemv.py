@@ -1,0 +1,136 @@
+"""Small-batch matrix products for the ``hf`` engine's decode steps (``gemv.c``, built on first use).
+
+At one to a few rows, a linear layer's product is bound by reading its weight from memory, and the GEMMs
+torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``gemv.c`` streams
+each weight once per call, prefetching the next rows, and accumulates in float32. It is compiled here, for
+this CPU (``cc -O3 -march=native``), into ``~/.cache/prover/kernels`` under a name that holds the source's
+digest and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, or a CPU
+without AVX-512: no build, and every product stays torch's.
+
+``install(model)`` routes the engine's own copy of the policy through it: each ``nn.Linear`` takes the
+kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, and torch otherwise (prefill, the
+learner, GPUs). The weights are read at call time, so ``load_state_dict`` (a weight sync) needs nothing more.
+
+Results equal torch's up to the order of float32 sums (bfloat16 outputs are rounded once, to nearest
+even, as torch rounds them); ``tests/test_gemv.py`` bounds the difference against float64.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import types
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("gemv.c")
+KERNEL_DIR = Path("~/.cache/prover/kernels")
+COMPILE_TIMEOUT_S = 120
+
+# Rows of input up to which the kernel beats torch, measured by benchmarks/perf/gemv.py on SmolLM2-135M's
+# decode shapes (Xeon with AVX512-BF16 and AMX, 1 thread): bfloat16 1.6-1.8x torch at 1-4 rows, slower from
+# 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
+MAX_ROWS = {torch.bfloat16: 4, torch.float32: 16}
+
+
+def cpu_flags() -> str:
+    """The CPU's feature flags (Linux), part of the build's name: -march=native code runs on this CPU only."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def library_path() -> Path:
+    digest = hashlib.sha256(SOURCE.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
+    return KERNEL_DIR.expanduser() / f"gemv-{digest}.so"
+
+
+def build(out: Path) -> str | None:
+    """Compile ``gemv.c`` into ``out`` (written whole, then renamed, so concurrent builders never see half a
+    file); why not, when it cannot."""
+    name = os.environ.get("CC", "cc")
+    compiler = shutil.which(name)
+    if compiler is None:
+        return f"no C compiler ({name})"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run([compiler, "-O3", "-march=native", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+                              capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        if done.returncode != 0:
+            return (done.stderr.strip().splitlines() or ["the compiler failed"])[-1]
+        os.replace(tmp, out)
+        return None
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@functools.cache
+def load() -> tuple[ctypes.CDLL | None, str | None]:
+    """The built kernels (building them the first time), or None and why they cannot be built here."""
+    path = library_path()
+    why = None if path.exists() else build(path)
+    if why is not None:
+        return None, why
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as err:
+        return None, str(err)
+    for fn in (lib.prover_gemv_bf16, lib.prover_gemv_f32):
+        fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5
+        fn.restype = ctypes.c_int
+    lib.prover_gemv_isa.restype = ctypes.c_int
+    return lib, None
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+    """``F.linear(x, weight, bias)`` by the kernel, or None when it does not apply (too many rows, a dtype
+    it lacks, not on CPU, no build)."""
+    limit = MAX_ROWS.get(x.dtype)
+    k = x.shape[-1]
+    rows = x.numel() // k if k else 0
+    if (limit is None or rows == 0 or rows > limit or x.device.type != "cpu" or weight.dtype != x.dtype
+            or (bias is not None and bias.dtype != x.dtype) or not weight.is_contiguous()):
+        return None
+    lib = load()[0]
+    if lib is None:
+        return None
+    flat = x.reshape(rows, k)
+    if flat.stride(-1) != 1:
+        flat = flat.contiguous()
+    n = weight.shape[0]
+    y = torch.empty((rows, n), dtype=x.dtype)
+    fn = lib.prover_gemv_bf16 if x.dtype == torch.bfloat16 else lib.prover_gemv_f32
+    fn(weight.data_ptr(), flat.data_ptr(), y.data_ptr(), bias.data_ptr() if bias is not None else None,
+       n, k, rows, flat.stride(0), n)
+    return y.view(*x.shape[:-1], n)
+
+
+def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    out = linear(x, self.weight, self.bias) if not torch.is_grad_enabled() else None
+    return out if out is not None else torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+def install(model: torch.nn.Module) -> int:
+    """Route ``model``'s ``nn.Linear`` layers through ``linear`` (under no_grad / inference mode only: the
+    kernel has no backward); how many. ``model`` must be the engine's own copy, not the learner's."""
+    count = 0
+    for module in model.modules():
+        if type(module) is torch.nn.Linear:
+            module.forward = types.MethodType(_forward, module)  # type: ignore[method-assign]
+            count += 1
+    return count

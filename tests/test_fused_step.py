@@ -1,0 +1,101 @@
+"""prover.engines.fused_step against transformers' forward, on small random models of each architecture it
+takes (Llama; Qwen2, whose query, key and value projections have biases; Qwen3, whose queries and keys have
+per-head norms), on a left-padded batch continuing a reserved cache: the same logits and the same new key and
+value columns up to float rounding, and still after a weight sync.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+
+from prover.engines.decode import empty_reserved_cache
+from prover.engines.fused_step import FusedStep, supports
+
+SMALL = dict(vocab_size=300, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6)
+CONFIGS = {
+    "llama": lambda: LlamaConfig(**SMALL, head_dim=16, tie_word_embeddings=True),
+    "qwen2": lambda: Qwen2Config(**SMALL, tie_word_embeddings=False),
+    "qwen3": lambda: Qwen3Config(**SMALL, head_dim=16, tie_word_embeddings=True),
+}
+
+
+def random_model(kind: str, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(CONFIGS[kind](), attn_implementation="sdpa").eval()
+    with torch.no_grad():  # norms and biases off their ones and zeros, so a dropped one shows
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p) if "norm" in name else 0.3 * torch.randn_like(p))
+    return model
+
+
+def batch(length: int = 9):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 300, (3, length), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :3], mask[2, :5] = 0, 0  # left padding
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def both(model: torch.nn.Module, fused: FusedStep):
+    """The last column's logits by the forward and by the fused step, each continuing its own cache of the
+    first columns; and the two caches."""
+    ids, mask, pos = batch()
+    layers = model.config.num_hidden_layers
+    caches = [empty_reserved_cache(layers, ids.shape[1] + 2) for _ in range(2)]
+    with torch.inference_mode():
+        for cache in caches:
+            model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], cache=cache,
+                  use_cache=True)
+        forward = model(input_ids=ids[:, -1:], attention_mask=mask, position_ids=pos[:, -1:],
+                        cache=caches[0], use_cache=True, logits_to_keep=1).logits[:, -1]
+        step = fused(ids[:, -1:], mask, pos[:, -1:], caches[1].layers)
+    return forward, step, caches
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+@pytest.mark.parametrize("kernels", [False, True])
+def test_the_step_computes_the_forward(kind, kernels):
+    model = random_model(kind)
+    assert supports(model) is None
+    forward, step, (a, b) = both(model, FusedStep(model, kernels=kernels))
+    torch.testing.assert_close(step, forward, atol=1e-4, rtol=1e-4)
+    for la, lb in zip(a.layers, b.layers):
+        torch.testing.assert_close(lb.keys, la.keys, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(lb.values, la.values, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_a_weight_sync_reaches_the_stacked_weights(kind):
+    """load_state_dict after the step is built (what update_weights does): the step follows the new weights."""
+    model = random_model(kind, seed=0)
+    fused = FusedStep(model)
+    model.load_state_dict(random_model(kind, seed=5).state_dict())
+    forward, step, _ = both(model, fused)
+    torch.testing.assert_close(step, forward, atol=1e-4, rtol=1e-4)
+    old_forward, _, _ = both(random_model(kind, seed=0), FusedStep(random_model(kind, seed=0)))
+    assert (step - old_forward).abs().max() > 0.1  # the new weights changed the logits
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_bfloat16_is_as_close_to_float32_as_the_forward_is(kind):
+    """In bfloat16 the two round differently (sum orders, where a cast falls), so the bound is against
+    float32: the step's error is within twice the forward's own, and its argmax agrees as often."""
+    exact, _, _ = both(random_model(kind), FusedStep(random_model(kind)))
+    model = random_model(kind).to(torch.bfloat16)
+    forward, step, _ = both(model, FusedStep(model))
+    forward_err = (forward.float() - exact).abs().max()
+    step_err = (step.float() - exact).abs().max()
+    assert step_err <= 2 * forward_err + 1e-3
+
+
+def test_other_architectures_are_refused_with_the_reason():
+    from transformers import GPT2Config
+
+    model = AutoModelForCausalLM.from_config(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    assert "gpt2" in supports(model)
+    with pytest.raises(ValueError, match="no fused decode step"):
+        FusedStep(model)

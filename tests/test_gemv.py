@@ -1,0 +1,106 @@
+"""prover.engines.gemv: the small-batch kernels against the definition, y = x W^T + b computed in float64,
+on shapes with remainders (columns not a multiple of the 32 a step takes, rows not a multiple of the 8 or 4 a
+pass takes), strided inputs and biases; where they apply and where torch keeps the product.
+
+Skipped where the kernels cannot be built (no C compiler or no AVX-512): the engine then keeps torch's.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from prover.engines import gemv
+
+pytestmark = pytest.mark.skipif(gemv.load()[0] is None, reason=f"no kernels here: {gemv.load()[1]}")
+
+# shapes (rows of x, k, n): remainders of every kind, and SmolLM2's decode shapes
+SHAPES = [(1, 576, 1536), (2, 577, 1539), (3, 33, 7), (4, 1536, 576), (5, 31, 9), (16, 96, 40), (1, 1, 1)]
+
+
+def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    y = x.double() @ w.double().t()
+    return y + b.double() if b is not None else y
+
+
+@pytest.mark.parametrize("rows,k,n", SHAPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_float32_matches_the_definition(rows, k, n, bias):
+    g = torch.Generator().manual_seed(rows * 1000 + k + n)
+    x, w = torch.randn(rows, k, generator=g), torch.randn(n, k, generator=g)
+    b = torch.randn(n, generator=g) if bias else None
+    y = gemv.linear(x, w, b)
+    assert y is not None and y.dtype == torch.float32 and y.shape == (rows, n)
+    # float32 sums of k products of unit normals: error well under 1e-5 of sqrt(k)
+    torch.testing.assert_close(y.double(), reference(x, w, b), atol=1e-5 * k ** 0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows,k,n", [s for s in SHAPES if s[0] <= gemv.MAX_ROWS[torch.bfloat16]])
+@pytest.mark.parametrize("bias", [False, True])
+def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
+    """bfloat16 inputs: every product is exact in float32 and the sum is rounded once to bfloat16, so each
+    output is within one bfloat16 rounding (2^-8 relative) of the exact sum, plus float32 accumulation."""
+    g = torch.Generator().manual_seed(rows * 1000 + k + n)
+    x, w = torch.randn(rows, k, generator=g).bfloat16(), torch.randn(n, k, generator=g).bfloat16()
+    b = torch.randn(n, generator=g).bfloat16() if bias else None
+    y = gemv.linear(x, w, b)
+    assert y is not None and y.dtype == torch.bfloat16
+    exact = reference(x, w, b)
+    assert ((y.double() - exact).abs() <= exact.abs() * 2.0 ** -8 + 1e-5 * k ** 0.5).all()
+
+
+def test_a_strided_input_and_leading_dimensions():
+    """(batch, 1, k) rows cut from a longer (batch, t, k) tensor, as a decode step's last position is."""
+    g = torch.Generator().manual_seed(0)
+    long = torch.randn(3, 5, 64, generator=g)
+    x = long[:, -1:, :]
+    w = torch.randn(24, 64, generator=g)
+    y = gemv.linear(x, w, None)
+    assert y is not None and y.shape == (3, 1, 24)
+    torch.testing.assert_close(y.double(), reference(x.reshape(3, 64), w, None).view(3, 1, 24), atol=1e-4, rtol=0)
+
+
+def test_torch_keeps_what_the_kernels_do_not_take():
+    w = torch.randn(8, 16)
+    assert gemv.linear(torch.randn(gemv.MAX_ROWS[torch.float32] + 1, 16), w, None) is None  # too many rows
+    assert gemv.linear(torch.randn(2, 16, dtype=torch.float64), w.double(), None) is None  # no float64 kernel
+    assert gemv.linear(torch.randn(2, 16).bfloat16(), w, None) is None  # mixed dtypes
+    assert gemv.linear(torch.randn(2, 16), w.t().contiguous().t(), None) is None  # a transposed weight
+
+
+def test_installed_layers_use_it_without_grad_only():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.Linear(24, 8, bias=False))
+    x = torch.randn(2, 40)
+    expected = model(x)
+    calls = []
+    real = gemv.linear
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    assert gemv.install(model) == 2
+    gemv.linear, saved = counted, gemv.linear
+    try:
+        with torch.no_grad():
+            got = model(x)
+        assert len(calls) == 2
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        calls.clear()
+        model(x).sum().backward()  # with grad: torch's product, which has a backward
+        assert calls == [] and model[0].weight.grad is not None
+    finally:
+        gemv.linear = saved
+
+
+def test_the_build_is_named_by_source_and_cpu(monkeypatch):
+    path = gemv.library_path()
+    monkeypatch.setattr(gemv, "cpu_flags", lambda: "another cpu")
+    assert gemv.library_path() != path and gemv.library_path().parent == path.parent
+
+
+def test_no_compiler_is_a_reason_not_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    assert gemv.build(tmp_path / "g.so") == "no C compiler (no-such-compiler-here)"
+    assert not (tmp_path / "g.so").exists()
