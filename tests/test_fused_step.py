@@ -61,7 +61,7 @@ def both(model: torch.nn.Module, fused: FusedStep):
 def test_the_step_computes_the_forward(kind, kernels):
     model = random_model(kind)
     assert supports(model) is None
-    forward, step, (a, b) = both(model, FusedStep(model, kernels=kernels))
+    forward, step, (a, b) = both(model, FusedStep(model, use_kernels=kernels))
     torch.testing.assert_close(step, forward, atol=1e-4, rtol=1e-4)
     for la, lb in zip(a.layers, b.layers):
         torch.testing.assert_close(lb.keys, la.keys, atol=1e-5, rtol=1e-5)

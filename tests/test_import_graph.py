@@ -43,7 +43,7 @@ JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
 # small-batch kernels and KV helpers)
 ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
 ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.fused_step",
-                          "prover.engines.gemv", "prover.engines.kv_cache", "prover.engines.prefix",
+                          "prover.engines.decode_kernels", "prover.engines.kv_cache", "prover.engines.prefix",
                           "prover.engines.sglang*")
 
 

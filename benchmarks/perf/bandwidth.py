@@ -18,7 +18,7 @@ their work over that many threads), because torch is what the engine decodes wit
 - weights: ``torch.nn.functional.linear`` of one row (batch 1, as decoding one sequence) through a weight
            matrix of the same size in bytes, fp32 and bf16: GB/s of weight bytes read (the input and output
            vectors are a few KB and not counted); and the same product by the ``hf`` engine's small-batch
-           kernel (``prover.engines.gemv``, one thread), where it is built.
+           kernel (``prover.engines.decode_kernels``, one thread), where it is built.
 
 Each figure is reported for every count in --threads (default 1, 2 and all cores). The CPU's model, the
 instruction-set flags that decide the speed of these kernels (avx2, avx512f, avx512_bf16, amx_bf16), torch's
@@ -180,13 +180,13 @@ def weights(nbytes: int, threads: list[int], rounds: int) -> dict:
 
 
 def kernel_speed(w: torch.Tensor, x: torch.Tensor, rounds: int) -> float | None:
-    """GB/s of the same product by the ``hf`` engine's small-batch kernel (``prover.engines.gemv``, one thread
+    """GB/s of the same product by the ``hf`` engine's small-batch kernel (``prover.engines.decode_kernels``, one thread
     whatever torch's count), or None where it is not built."""
-    from prover.engines import gemv  # the engine's kernel, built on first use (a second or so of the C compiler)
+    from prover.engines import decode_kernels as kernels  # built on first use: a second of the C compiler
 
-    if gemv.load()[0] is None:
+    if kernels.load()[0] is None:
         return None
-    return w.numel() * w.element_size() / best_seconds(lambda: gemv.linear(x, w, None), rounds) / 1e9
+    return w.numel() * w.element_size() / best_seconds(lambda: kernels.linear(x, w, None), rounds) / 1e9
 
 
 def thread_counts(text: str | None) -> list[int]:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "decode-vs-llama.json"
 DTYPES = {"float32": "f32", "bfloat16": "bf16"}
 # prover's engine as it runs by default, and with its decode levers off (transformers' forward, torch's products)
-SIDES = {"prover": {}, "prover, transformers forward": {"small_batch_kernels": False, "fused_decode_step": False}}
+SIDES = {"prover": {}, "prover, transformers forward": {"cpu_kernels": False, "fused_decode_step": False}}
 
 
 def gguf_of(model: Path, dtype: str, llama_src: Path, work: Path) -> Path:
@@ -89,7 +89,7 @@ def measure(args: argparse.Namespace) -> dict:
     import torch
 
     from benchmarks.perf.bandwidth import cpu
-    from prover.engines import gemv
+    from prover.engines import decode_kernels as kernels
     from prover.engines.hf import HFEngine
 
     torch.set_num_threads(args.threads)
@@ -117,7 +117,7 @@ def measure(args: argparse.Namespace) -> dict:
                   + (f", prover / llama.cpp {best['prover'] / best['llama.cpp']:.2f}x" if "llama.cpp" in best else ""),
                   flush=True)
         del engines
-    library = gemv.load()[0]
+    library = kernels.load()[0]
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
             "sides": {side: kwargs for side, kwargs in SIDES.items()},
             "gemv_isa": {2: "AVX512-BF16", 1: "AVX-512"}[library.prover_gemv_isa()] if library else None,

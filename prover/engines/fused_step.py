@@ -11,8 +11,10 @@ in the products. ``FusedStep`` runs the same computation with fewer, larger oper
    ``LlamaRMSNorm`` computes it in seven operations.
 3. Rotary embeddings are applied to queries and keys in one pass over their stacked heads (Qwen3's
    per-head norms first, as its attention does), with cos and sin from the model's own rotary module.
-4. Products go through ``prover.engines.gemv`` where it applies (few rows, CPU; ``kernels=True``), else
-   ``F.linear``.
+4. With ``use_kernels`` (CPU), products go through ``prover.engines.decode_kernels`` where it applies (few
+   rows), else ``F.linear``; and the norms (each with the residual add before it), the rotations with the
+   cache write, and attention run in ``decode_kernels.c``, a call each, float32 inside, rounding each stored
+   result to the tensors' type.
 
 Only the decode loop calls it, for steps of one new token a row, with a cache of reserved layers
 (``prover.engines.decode.ReservedLayer``); a prompt's prefill still goes through the model's forward. The
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from prover.engines import gemv
+from prover.engines import decode_kernels as kernels
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 
@@ -85,7 +87,7 @@ def torch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 
 def kernel_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    out = gemv.linear(x, weight, bias)
+    out = kernels.linear(x, weight, bias)
     return out if out is not None else F.linear(x, weight, bias)
 
 
@@ -97,7 +99,7 @@ class FusedStep:
     """``step(ids, mask, positions, cache)``: the last-position logits (rows, vocab) of a one-token step,
     writing each layer's new key and value column into ``cache``."""
 
-    def __init__(self, model: torch.nn.Module, kernels: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, use_kernels: bool = True) -> None:
         why = supports(model)
         if why is not None:
             raise ValueError(f"no fused decode step for this model: {why}")
@@ -109,7 +111,8 @@ class FusedStep:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.intermediate = cfg.intermediate_size
         self.layers = [self._layer(layer) for layer in base.layers]
-        self.linear = kernel_linear if kernels else torch_linear
+        self.linear = kernel_linear if use_kernels else torch_linear
+        self.in_c = use_kernels and kernels_built() and self.head_dim <= 256
 
     def _layer(self, layer: torch.nn.Module) -> LayerWeights:
         attn, mlp = layer.self_attn, layer.mlp
@@ -144,6 +147,8 @@ class FusedStep:
                  cache_layers: list[torch.nn.Module]) -> torch.Tensor:
         """``ids`` and ``positions`` (rows, 1); ``mask`` (rows, columns) over every column so far, the new one
         last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer."""
+        if self.in_c and c_ready(ids, mask, cache_layers):
+            return self._in_c(ids, mask, positions, cache_layers)
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)  # (rows, 1, head_dim)
         cos, sin = cos[:, :, None], sin[:, :, None]  # over the heads
@@ -154,3 +159,44 @@ class FusedStep:
             h = h + self.linear(F.silu(gate_up[..., :self.intermediate]) * gate_up[..., self.intermediate:], w.down)
         h = rms_norm(h[:, -1], self.final_norm, self.eps)
         return self.linear(h, self.head.weight, self.head.bias)
+
+    def _in_c(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+              cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+        """The same step with norms, rotations, the cache write and attention in ``decode_kernels.c``."""
+        rows, d, heads = ids.shape[0], self.head_dim, self.heads
+        h = self.embed(ids).reshape(rows, -1)
+        cos, sin = (t.contiguous() for t in self.rotary(h, positions))
+        x, attended = torch.empty_like(h), h.new_empty((rows, heads * d))
+        column = cache_layers[0].keys.shape[2]
+        scratch = torch.empty(column + 1 + 256, dtype=torch.float32)
+        delta = None
+        for w, layer in zip(self.layers, cache_layers):
+            kernels.add_rmsnorm(h, delta, w.in_norm, x, self.eps)
+            qkv = self.linear(x, w.qkv, w.qkv_bias)
+            kernels.rope_store(qkv, heads, self.kv_heads, w.q_norm, w.k_norm, self.eps, cos, sin, layer.key_buffer,
+                               layer.value_buffer, column)
+            layer.keys, layer.values = layer.key_buffer[:, :, :column + 1], layer.value_buffer[:, :, :column + 1]
+            kernels.attend(qkv, heads, layer.key_buffer, layer.value_buffer, column + 1, mask, d ** -0.5, attended,
+                           scratch)
+            kernels.add_rmsnorm(h, self.linear(attended, w.o), w.post_norm, x, self.eps)
+            gate_up = self.linear(x, w.gate_up)
+            delta = self.linear(F.silu(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:], w.down)
+        kernels.add_rmsnorm(h, delta, self.final_norm, x, self.eps)
+        return self.linear(x, self.head.weight, self.head.bias)
+
+
+def kernels_built() -> bool:
+    return kernels.load()[0] is not None
+
+
+def c_ready(ids: torch.Tensor, mask: torch.Tensor, cache_layers: list[torch.nn.Module]) -> bool:
+    """Whether the tensors are as ``decode_kernels.c`` reads them: on CPU, float32 or bfloat16, an int64 mask
+    with unit column stride, every layer's reserved buffers made, contiguous and with room for a column."""
+    first = cache_layers[0]
+    if (ids.device.type != "cpu" or mask.dtype != torch.int64 or mask.stride(1) != 1
+            or not getattr(first, "is_initialized", False) or not hasattr(first, "key_buffer")):
+        return False
+    dtype, column = first.key_buffer.dtype, first.keys.shape[2]
+    return dtype in (torch.float32, torch.bfloat16) and all(
+        layer.key_buffer.is_contiguous() and layer.value_buffer.is_contiguous() and layer.key_buffer.dtype == dtype
+        and layer.keys.shape[2] == column and column < layer.key_buffer.shape[2] for layer in cache_layers)

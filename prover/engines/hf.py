@@ -19,7 +19,7 @@ import torch
 from pydantic import Field
 from transformers import LogitsProcessorList
 
-from prover.engines import gemv
+from prover.engines import decode_kernels as kernels
 from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
 from prover.engines.fused_step import FusedStep, supports
@@ -51,11 +51,11 @@ DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserve
                "uses transformers' generate, as other models always do. Greedy outputs are the same either way.")
 
 
-SMALL_BATCH_KERNELS = ("Decode steps of up to a few rows on CPU run their linear layers through prover's own "
-                       "matrix-vector kernels (prover.engines.gemv: AVX-512, built with the machine's C "
-                       "compiler on first use), which read the weights at close to the memory's bandwidth; "
-                       "false keeps torch's products. Without a compiler or AVX-512 the engine keeps torch's "
-                       "and says so once. Greedy outputs equal torch's up to the order of float32 sums.")
+CPU_KERNELS = ("On CPU, decode with prover's own kernels (prover.engines.decode_kernels, AVX-512, built with the "
+               "machine's C compiler on first use): linear layers of steps with few rows read their weights at "
+               "close to the memory's bandwidth, and the fused step's norms, rotations, cache writes and "
+               "attention run in C; false keeps torch's operations. Without a compiler or AVX-512 the engine "
+               "keeps torch's and says so once. Greedy outputs equal torch's up to float rounding.")
 
 
 FUSED_DECODE_STEP = ("Decode steps of Llama, Qwen2 and Qwen3 models run as prover.engines.fused_step: the query, "
@@ -72,7 +72,7 @@ class HFEngine(Engine):
     ``share_prefixes``: prefill a prefix that several prompts of a chunk share once (``prover.engines.prefix``);
     false turns every reuse of KV off, the prefix cache's too.
     ``decode_loop``: decode with ``prover.engines.decode`` (full-attention models), else ``model.generate``.
-    ``small_batch_kernels``: linear layers of steps with few rows through ``prover.engines.gemv`` (CPU).
+    ``cpu_kernels``: decode steps through ``prover.engines.decode_kernels`` (CPU).
     ``fused_decode_step``: the decode loop's one-token steps through ``prover.engines.fused_step``.
     ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
     across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt; its
@@ -92,7 +92,7 @@ class HFEngine(Engine):
                  batch_size: int = 64, share_prefixes: bool = True,
                  prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024,
                  decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True,
-                 small_batch_kernels: Annotated[bool, Field(description=SMALL_BATCH_KERNELS)] = True,
+                 cpu_kernels: Annotated[bool, Field(description=CPU_KERNELS)] = True,
                  fused_decode_step: Annotated[bool, Field(description=FUSED_DECODE_STEP)] = True) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
@@ -107,16 +107,16 @@ class HFEngine(Engine):
         self.prefix_cache = PrefixCache(prefix_cache_mb * 2**20) if keep else None
         self.decode_loop = decode_loop
         self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
-        kernels = small_batch_kernels and self.device == "cpu"
-        if kernels:
-            library, why = gemv.load()
+        use_kernels = cpu_kernels and self.device == "cpu"
+        if use_kernels:
+            library, why = kernels.load()
             if library is None:
-                warnings.warn(f"engine.kwargs.small_batch_kernels: {why}; decoding with torch's products",
-                              stacklevel=2)
+                use_kernels = False
+                warnings.warn(f"engine.kwargs.cpu_kernels: {why}; decoding with torch's operations", stacklevel=2)
             else:
-                gemv.install(self.model)
+                kernels.install(self.model)
         fuse = fused_decode_step and decode_loop and supports(self.model) is None
-        self.fused_step = FusedStep(self.model, kernels=kernels) if fuse else None
+        self.fused_step = FusedStep(self.model, use_kernels=use_kernels) if fuse else None
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,

@@ -1,7 +1,7 @@
-"""Small-batch matrix products for the ``hf`` engine's decode steps (``gemv.c``, built on first use).
+"""Small-batch matrix products for the ``hf`` engine's decode steps (``decode_kernels.c``, built on first use).
 
 At one to a few rows, a linear layer's product is bound by reading its weight from memory, and the GEMMs
-torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``gemv.c`` streams
+torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``decode_kernels.c`` streams
 each weight once per call, prefetching the next rows, and accumulates in float32. It is compiled here, for
 this CPU (``cc -O3 -march=native``), into ``~/.cache/prover/kernels`` under a name that holds the source's
 digest and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, or a CPU
@@ -12,7 +12,7 @@ kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, and torch ot
 learner, GPUs). The weights are read at call time, so ``load_state_dict`` (a weight sync) needs nothing more.
 
 Results equal torch's up to the order of float32 sums (bfloat16 outputs are rounded once, to nearest
-even, as torch rounds them); ``tests/test_gemv.py`` bounds the difference against float64.
+even, as torch rounds them); ``tests/test_decode_kernels.py`` bounds the difference against float64.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("gemv.c")
+SOURCE = Path(__file__).with_name("decode_kernels.c")
 KERNEL_DIR = Path("~/.cache/prover/kernels")
 COMPILE_TIMEOUT_S = 120
 
-# Rows of input up to which the kernel beats torch, measured by benchmarks/perf/gemv.py on SmolLM2-135M's
+# Rows of input up to which the kernel beats torch, measured by benchmarks/perf/bandwidth.py and on SmolLM2-135M's
 # decode shapes (Xeon with AVX512-BF16 and AMX, 1 thread): bfloat16 1.6-1.8x torch at 1-4 rows, slower from
 # 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
 MAX_ROWS = {torch.bfloat16: 4, torch.float32: 16}
@@ -52,11 +52,11 @@ def cpu_flags() -> str:
 
 def library_path() -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
-    return KERNEL_DIR.expanduser() / f"gemv-{digest}.so"
+    return KERNEL_DIR.expanduser() / f"decode-kernels-{digest}.so"
 
 
 def build(out: Path) -> str | None:
-    """Compile ``gemv.c`` into ``out`` (written whole, then renamed, so concurrent builders never see half a
+    """Compile ``decode_kernels.c`` into ``out`` (written whole, then renamed, so concurrent builders never see half a
     file); why not, when it cannot."""
     name = os.environ.get("CC", "cc")
     compiler = shutil.which(name)
@@ -66,7 +66,7 @@ def build(out: Path) -> str | None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, "-O3", "-march=native", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+        done = subprocess.run([compiler, "-O3", "-march=native", "-shared", "-fPIC", "-o", tmp, str(SOURCE), "-lm"],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
             return (done.stderr.strip().splitlines() or ["the compiler failed"])[-1]
@@ -90,10 +90,15 @@ def load() -> tuple[ctypes.CDLL | None, str | None]:
         lib = ctypes.CDLL(str(path))
     except OSError as err:
         return None, str(err)
-    for fn in (lib.prover_gemv_bf16, lib.prover_gemv_f32):
-        fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5
-        fn.restype = ctypes.c_int
-    lib.prover_gemv_isa.restype = ctypes.c_int
+    ptr, i64, f32, flag = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+    signatures = {"prover_gemv_bf16": [ptr] * 4 + [i64] * 5, "prover_gemv_f32": [ptr] * 4 + [i64] * 5,
+                  "prover_add_rmsnorm": [ptr] * 4 + [i64, i64, f32, flag],
+                  "prover_rope_store": [ptr, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr, i64, i64, flag],
+                  "prover_attend": [ptr, i64, i64, i64, i64, ptr, ptr, i64, i64, ptr, i64, f32, ptr, ptr, flag],
+                  "prover_gemv_isa": []}
+    for name, args in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, ctypes.c_int
     return lib, None
 
 
@@ -134,3 +139,41 @@ def install(model: torch.nn.Module) -> int:
             module.forward = types.MethodType(_forward, module)  # type: ignore[method-assign]
             count += 1
     return count
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return t.data_ptr() if t is not None else None
+
+
+def add_rmsnorm(h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, out: torch.Tensor,
+                eps: float) -> None:
+    """``h += delta`` (when given), then ``out = weight * RMSNorm(h)``; contiguous (rows, k) tensors."""
+    lib = load()[0]
+    assert lib is not None
+    lib.prover_add_rmsnorm(h.data_ptr(), _ptr(delta), weight.data_ptr(), out.data_ptr(), h.shape[0], h.shape[1],
+                           eps, h.dtype == torch.bfloat16)
+
+
+def rope_store(qkv: torch.Tensor, heads: int, kv_heads: int, q_norm: torch.Tensor | None,
+               k_norm: torch.Tensor | None, eps: float, cos: torch.Tensor, sin: torch.Tensor,
+               keys: torch.Tensor, values: torch.Tensor, column: int) -> None:
+    """Rotate (after Qwen3's per-head norms) the queries and keys of ``qkv`` (rows, (heads + 2 kv_heads) d) in
+    place, and write keys and values as column ``column`` of the reserved buffers (rows, kv_heads, capacity, d)."""
+    lib = load()[0]
+    assert lib is not None
+    d = keys.shape[-1]
+    lib.prover_rope_store(qkv.data_ptr(), qkv.shape[0], heads, kv_heads, d, _ptr(q_norm), _ptr(k_norm), eps,
+                          cos.data_ptr(), sin.data_ptr(), keys.data_ptr(), values.data_ptr(), keys.shape[2],
+                          column, qkv.dtype == torch.bfloat16)
+
+
+def attend(qkv: torch.Tensor, heads: int, keys: torch.Tensor, values: torch.Tensor, columns: int,
+           mask: torch.Tensor, scale: float, out: torch.Tensor, scratch: torch.Tensor) -> None:
+    """Each row's queries in ``qkv`` against the first ``columns`` cache columns that ``mask`` (rows x columns,
+    int64, rows may be strided) allows; ``out`` (rows, heads d). ``scratch``: float32, columns + 256."""
+    lib = load()[0]
+    assert lib is not None
+    kv_heads, capacity, d = keys.shape[1], keys.shape[2], keys.shape[3]
+    lib.prover_attend(qkv.data_ptr(), qkv.shape[0], heads, kv_heads, d, keys.data_ptr(), values.data_ptr(),
+                      capacity, columns, mask.data_ptr(), mask.stride(0), scale, out.data_ptr(), scratch.data_ptr(),
+                      qkv.dtype == torch.bfloat16)

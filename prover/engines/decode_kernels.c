@@ -4,11 +4,12 @@
  * At one to sixteen rows a decode step is bound by reading the weights from memory, and the library GEMMs
  * torch calls at that shape read them at half the machine's bandwidth or less (bfloat16 worst). These
  * loops stream each weight row once for every row of x, accumulate in float32, and round the result once.
- * Compiled on the machine that runs them (-O3 -march=native by prover.engines.gemv), so the widest
+ * Compiled on the machine that runs them (-O3 -march=native by prover.engines.decode_kernels), so the widest
  * instructions it has are the ones used: AVX512-BF16 dot products, else AVX-512 FMAs. Plain C loops were
  * 3-20x slower than torch (a float sum is not reordered into vectors), so a CPU without AVX-512 gets no
  * build and keeps torch's products.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #ifndef __AVX512F__
@@ -35,6 +36,10 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
  * mb float32 accumulators: 8 x 1 or 8 x 2 for one or two rows of x (eight streams keep the memory busy), 4 x 4
  * for more. While it runs, the next nb rows are prefetched: the hardware prefetcher alone reaches about
  * three quarters of the bandwidth. */
+static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfloat16 -> 16 float */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 #define NB 8
 #define MB 4
 
@@ -96,9 +101,6 @@ static inline __attribute__((always_inline)) void block_f32(const float *w, cons
 }
 
 #if !defined(__AVX512BF16__)
-static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfloat16 -> 16 float */
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, const uint16_t *x, float *out,
                                                              int64_t k, int64_t ldx, int nb, int mb) {
@@ -168,6 +170,147 @@ int prover_gemv_f32(const float *w, const float *x, float *y, const float *bias,
                 for (int j = 0; j < nb; j++) y[(m0 + i) * ldy + n0 + j] = out[i * NB + j] + (bias ? bias[n0 + j] : 0.0f);
         }
     }
+    return 0;
+}
+
+/* ---- The rest of a one-token decode step (prover.engines.fused_step), each a loop over rows ----
+ * bfloat16 tensors are rounded where torch's module-by-module forward rounds them (each stored result),
+ * except inside a fused operation, which rounds once. */
+
+static inline float sum_squares(const void *x, int bf16, int64_t k) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) {
+        __mmask16 mask = k - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - i)) - 1);
+        __m512 v = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)x + i))
+                        : _mm512_maskz_loadu_ps(mask, (const float *)x + i);
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static inline float get(const void *x, int bf16, int64_t i) {
+    return bf16 ? bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static inline void put(void *x, int bf16, int64_t i, float v) {
+    if (bf16)
+        ((uint16_t *)x)[i] = f32_to_bf16(v);
+    else
+        ((float *)x)[i] = v;
+}
+
+static inline float rounded(int bf16, float v) { return bf16 ? bf16_to_f32(f32_to_bf16(v)) : v; }
+
+/* h += delta (when given), then out = weight * RMSNorm(h), rows of k; LlamaRMSNorm's arithmetic: the norm in
+ * float32, cast to the tensor's type, then scaled. */
+int prover_add_rmsnorm(void *h, const void *delta, const void *weight, void *out, int64_t rows, int64_t k,
+                       float eps, int bf16) {
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = r * k;
+        if (delta)
+            for (int64_t i = 0; i < k; i++) put(h, bf16, base + i, get(h, bf16, base + i) + get(delta, bf16, base + i));
+        void *row = bf16 ? (void *)((uint16_t *)h + base) : (void *)((float *)h + base);
+        float scale = 1.0f / sqrtf(sum_squares(row, bf16, k) / (float)k + eps);
+        for (int64_t i = 0; i < k; i++)
+            put(out, bf16, base + i, get(weight, bf16, i) * rounded(bf16, get(h, bf16, base + i) * scale));
+    }
+    return 0;
+}
+
+/* One head of d values at x: Qwen3's per-head RMSNorm (when norm is given), then the rotary embedding
+ * x*cos + rotate_half(x)*sin, rotate_half(x) = (-x[d/2:], x[:d/2]), in place. */
+static void norm_and_rotate(void *x, int64_t at, int64_t d, const void *norm, float eps, const void *cos,
+                            const void *sin, int64_t cs, int bf16, float *scratch) {
+    float scale = 1.0f;
+    if (norm) {
+        void *row = bf16 ? (void *)((uint16_t *)x + at) : (void *)((float *)x + at);
+        scale = 1.0f / sqrtf(sum_squares(row, bf16, d) / (float)d + eps);
+    }
+    for (int64_t j = 0; j < d; j++) {
+        float v = get(x, bf16, at + j);
+        scratch[j] = norm ? rounded(bf16, get(norm, bf16, j) * rounded(bf16, v * scale)) : v;
+    }
+    int64_t half = d / 2;
+    for (int64_t j = 0; j < d; j++) {
+        float turned = j < half ? -scratch[j + half] : scratch[j - half];
+        put(x, bf16, at + j, scratch[j] * get(cos, bf16, cs + j) + turned * get(sin, bf16, cs + j));
+    }
+}
+
+/* qkv: rows of [heads*d queries | kv_heads*d keys | kv_heads*d values]. Normalizes and rotates the queries and
+ * keys in place (cos and sin: rows x d), and writes each row's keys and values as column ``column`` of the
+ * reserved cache buffers (rows, kv_heads, capacity, d). */
+int prover_rope_store(void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *q_norm,
+                      const void *k_norm, float eps, const void *cos, const void *sin, void *keys, void *values,
+                      int64_t capacity, int64_t column, int bf16) {
+    float scratch[1024];
+    if (d > 1024) return -1;
+    int64_t width = (heads + 2 * kv_heads) * d;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t h = 0; h < heads + kv_heads; h++)
+            norm_and_rotate(qkv, r * width + h * d, d, h < heads ? q_norm : k_norm, eps, cos, sin, r * d, bf16,
+                            scratch);
+        for (int64_t g = 0; g < kv_heads; g++) {
+            int64_t at = ((r * kv_heads + g) * capacity + column) * d;
+            int64_t key = r * width + (heads + g) * d, value = r * width + (heads + kv_heads + g) * d;
+            size_t bytes = (size_t)d * (bf16 ? 2 : 4);
+            memcpy((char *)keys + at * (bf16 ? 2 : 4), (char *)qkv + key * (bf16 ? 2 : 4), bytes);
+            memcpy((char *)values + at * (bf16 ? 2 : 4), (char *)qkv + value * (bf16 ? 2 : 4), bytes);
+        }
+    }
+    return 0;
+}
+
+static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, int64_t d, int bf16) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < d; i += 16) {
+        __mmask16 mask = d - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i)) - 1);
+        __m512 x = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)a + ai + i))
+                        : _mm512_maskz_loadu_ps(mask, (const float *)a + ai + i);
+        __m512 y = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)b + bi + i))
+                        : _mm512_maskz_loadu_ps(mask, (const float *)b + bi + i);
+        acc = _mm512_fmadd_ps(x, y, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Each row's one query per head against the first ``columns`` columns of the cache where mask (rows x
+ * mask_stride, nonzero: attend) allows, grouped-query heads sharing kv heads; out: rows x heads*d. Scores,
+ * softmax and the weighted sum in float32, the result rounded once. scratch: at least ``columns`` floats,
+ * then 256 more. */
+int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *keys,
+                  const void *values, int64_t capacity, int64_t columns, const int64_t *mask, int64_t mask_stride,
+                  float scale, void *out, float *scratch, int bf16) {
+    int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, vectors = (d + 15) / 16;
+    float *acc = scratch + columns;
+    if (d > 256) return -1;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < heads; h++) {
+            int64_t g = h / group, kv = (r * kv_heads + g) * capacity * d;
+            float best = -INFINITY, total = 0.0f;
+            for (int64_t c = 0; c < columns; c++) {
+                scratch[c] = mask[r * mask_stride + c] ? dot(qkv, r * width + h * d, keys, kv + c * d, d, bf16) * scale
+                                                       : -INFINITY;
+                best = scratch[c] > best ? scratch[c] : best;
+            }
+            __m512 sum[16]; /* d <= 256 */
+            for (int64_t i = 0; i < vectors; i++) sum[i] = _mm512_setzero_ps();
+            for (int64_t c = 0; c < columns; c++) {
+                if (scratch[c] == -INFINITY) continue;
+                float p = expf(scratch[c] - best);
+                total += p;
+                __m512 pv = _mm512_set1_ps(p);
+                for (int64_t i = 0; i < vectors; i++) {
+                    int64_t at = kv + c * d + i * 16;
+                    __mmask16 mask = d - i * 16 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i * 16)) - 1);
+                    __m512 v = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)values + at))
+                                    : _mm512_maskz_loadu_ps(mask, (const float *)values + at);
+                    sum[i] = _mm512_fmadd_ps(pv, v, sum[i]);
+                }
+            }
+            for (int64_t i = 0; i < vectors; i++) _mm512_storeu_ps(acc + i * 16, sum[i]);
+            for (int64_t j = 0; j < d; j++) put(out, bf16, (r * heads + h) * d + j, acc[j] / total);
+        }
     return 0;
 }
 

@@ -1,4 +1,4 @@
-"""prover.engines.gemv: the small-batch kernels against the definition, y = x W^T + b computed in float64,
+"""prover.engines.decode_kernels: the small-batch kernels against the definition, y = x W^T + b computed in float64,
 on shapes with remainders (columns not a multiple of the 32 a step takes, rows not a multiple of the 8 or 4 a
 pass takes), strided inputs and biases; where they apply and where torch keeps the product.
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from prover.engines import gemv
+from prover.engines import decode_kernels as kernels
 
-pytestmark = pytest.mark.skipif(gemv.load()[0] is None, reason=f"no kernels here: {gemv.load()[1]}")
+pytestmark = pytest.mark.skipif(kernels.load()[0] is None, reason=f"no kernels here: {kernels.load()[1]}")
 
 # shapes (rows of x, k, n): remainders of every kind, and SmolLM2's decode shapes
 SHAPES = [(1, 576, 1536), (2, 577, 1539), (3, 33, 7), (4, 1536, 576), (5, 31, 9), (16, 96, 40), (1, 1, 1)]
@@ -29,13 +29,13 @@ def test_float32_matches_the_definition(rows, k, n, bias):
     g = torch.Generator().manual_seed(rows * 1000 + k + n)
     x, w = torch.randn(rows, k, generator=g), torch.randn(n, k, generator=g)
     b = torch.randn(n, generator=g) if bias else None
-    y = gemv.linear(x, w, b)
+    y = kernels.linear(x, w, b)
     assert y is not None and y.dtype == torch.float32 and y.shape == (rows, n)
     # float32 sums of k products of unit normals: error well under 1e-5 of sqrt(k)
     torch.testing.assert_close(y.double(), reference(x, w, b), atol=1e-5 * k ** 0.5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("rows,k,n", [s for s in SHAPES if s[0] <= gemv.MAX_ROWS[torch.bfloat16]])
+@pytest.mark.parametrize("rows,k,n", [s for s in SHAPES if s[0] <= kernels.MAX_ROWS[torch.bfloat16]])
 @pytest.mark.parametrize("bias", [False, True])
 def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
     """bfloat16 inputs: every product is exact in float32 and the sum is rounded once to bfloat16, so each
@@ -43,7 +43,7 @@ def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
     g = torch.Generator().manual_seed(rows * 1000 + k + n)
     x, w = torch.randn(rows, k, generator=g).bfloat16(), torch.randn(n, k, generator=g).bfloat16()
     b = torch.randn(n, generator=g).bfloat16() if bias else None
-    y = gemv.linear(x, w, b)
+    y = kernels.linear(x, w, b)
     assert y is not None and y.dtype == torch.bfloat16
     exact = reference(x, w, b)
     assert ((y.double() - exact).abs() <= exact.abs() * 2.0 ** -8 + 1e-5 * k ** 0.5).all()
@@ -55,17 +55,17 @@ def test_a_strided_input_and_leading_dimensions():
     long = torch.randn(3, 5, 64, generator=g)
     x = long[:, -1:, :]
     w = torch.randn(24, 64, generator=g)
-    y = gemv.linear(x, w, None)
+    y = kernels.linear(x, w, None)
     assert y is not None and y.shape == (3, 1, 24)
     torch.testing.assert_close(y.double(), reference(x.reshape(3, 64), w, None).view(3, 1, 24), atol=1e-4, rtol=0)
 
 
 def test_torch_keeps_what_the_kernels_do_not_take():
     w = torch.randn(8, 16)
-    assert gemv.linear(torch.randn(gemv.MAX_ROWS[torch.float32] + 1, 16), w, None) is None  # too many rows
-    assert gemv.linear(torch.randn(2, 16, dtype=torch.float64), w.double(), None) is None  # no float64 kernel
-    assert gemv.linear(torch.randn(2, 16).bfloat16(), w, None) is None  # mixed dtypes
-    assert gemv.linear(torch.randn(2, 16), w.t().contiguous().t(), None) is None  # a transposed weight
+    assert kernels.linear(torch.randn(kernels.MAX_ROWS[torch.float32] + 1, 16), w, None) is None  # too many rows
+    assert kernels.linear(torch.randn(2, 16, dtype=torch.float64), w.double(), None) is None  # no float64 kernel
+    assert kernels.linear(torch.randn(2, 16).bfloat16(), w, None) is None  # mixed dtypes
+    assert kernels.linear(torch.randn(2, 16), w.t().contiguous().t(), None) is None  # a transposed weight
 
 
 def test_installed_layers_use_it_without_grad_only():
@@ -74,14 +74,14 @@ def test_installed_layers_use_it_without_grad_only():
     x = torch.randn(2, 40)
     expected = model(x)
     calls = []
-    real = gemv.linear
+    real = kernels.linear
 
     def counted(*args):
         calls.append(args[0].shape)
         return real(*args)
 
-    assert gemv.install(model) == 2
-    gemv.linear, saved = counted, gemv.linear
+    assert kernels.install(model) == 2
+    kernels.linear, saved = counted, kernels.linear
     try:
         with torch.no_grad():
             got = model(x)
@@ -91,16 +91,16 @@ def test_installed_layers_use_it_without_grad_only():
         model(x).sum().backward()  # with grad: torch's product, which has a backward
         assert calls == [] and model[0].weight.grad is not None
     finally:
-        gemv.linear = saved
+        kernels.linear = saved
 
 
 def test_the_build_is_named_by_source_and_cpu(monkeypatch):
-    path = gemv.library_path()
-    monkeypatch.setattr(gemv, "cpu_flags", lambda: "another cpu")
-    assert gemv.library_path() != path and gemv.library_path().parent == path.parent
+    path = kernels.library_path()
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: "another cpu")
+    assert kernels.library_path() != path and kernels.library_path().parent == path.parent
 
 
 def test_no_compiler_is_a_reason_not_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", "no-such-compiler-here")
-    assert gemv.build(tmp_path / "g.so") == "no C compiler (no-such-compiler-here)"
+    assert kernels.build(tmp_path / "g.so") == "no C compiler (no-such-compiler-here)"
     assert not (tmp_path / "g.so").exists()
