@@ -1,6 +1,8 @@
-"""prover.engines.decode_kernels: the small-batch kernels against the definition, y = x W^T + b computed in float64,
+"""prover.engines.decode_kernels: the small-batch products against the definition, y = x W^T + b in float64,
 on shapes with remainders (columns not a multiple of the 32 a step takes, rows not a multiple of the 8 or 4 a
-pass takes), strided inputs and biases; where they apply and where torch keeps the product.
+pass takes), strided inputs and biases; where they apply and where torch keeps the product; why a build fails.
+The rest of the kernels (norm, rotation, attention) are checked against transformers' forward in
+tests/test_fused_step.py.
 
 Skipped where the kernels cannot be built (no C compiler or no AVX-512): the engine then keeps torch's.
 """
@@ -104,3 +106,18 @@ def test_no_compiler_is_a_reason_not_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", "no-such-compiler-here")
     assert kernels.build(tmp_path / "g.so") == "no C compiler (no-such-compiler-here)"
     assert not (tmp_path / "g.so").exists()
+
+
+def test_an_unwritable_cache_is_a_reason_not_an_error(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert kernels.build(blocked / "kernels" / "k.so").startswith("cannot write")
+
+
+def test_a_cpu_without_avx512_gets_the_compilers_reason(monkeypatch, tmp_path):
+    """Compiled for a CPU without AVX-512 (-march=x86-64-v3 appended after -march=native), the source stops
+    with its #error line, and the build says so."""
+    real = kernels.subprocess.run
+    monkeypatch.setattr(kernels.subprocess, "run", lambda cmd, **kw: real([*cmd, "-march=x86-64-v3"], **kw))
+    why = kernels.build(tmp_path / "k.so")
+    assert why is not None and "AVX-512" in why and not (tmp_path / "k.so").exists()

@@ -6,6 +6,7 @@ threads and tokens (decode_vs_llama.py), and a real model's RL step against an e
 from __future__ import annotations
 
 TITLE = "## Decoding against the memory limit"
+OFF = "prover, transformers forward"  # decode_vs_llama's side with the engine's decode levers off
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
               "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
@@ -34,6 +35,11 @@ def bandwidth_lines(res: dict) -> list[str]:
         rates = weights[dtype]["gb_per_s"]
         lines.append(f"| batch-1 `F.linear`, {dtype} weights (GB of weights read) | "
                      + " | ".join(f"{rates[t]:.1f}" for t in threads) + " |")
+    for dtype in ("fp32", "bf16"):
+        kernel = weights[dtype].get("engine_kernel_gb_per_s")
+        if kernel:
+            lines.append(f"| batch-1 product by the engine's kernel (`prover.engines.decode_kernels`), {dtype} "
+                         f"weights | {kernel:.1f} |" + " - |" * (len(threads) - 1))
     lines += ["", "A second thread adds no bandwidth: one thread already takes what the machine's memory gives "
               "this VM. " + cpu_line(res["cpu"])]
     return lines
@@ -51,23 +57,27 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
              f"load average {res['load_average'][0]:.1f} at the end. llama.cpp 0.3.36's "
              "vendored source, built with AVX-512 (BF16, VNNI, VBMI) and without AMX.", "",
              "| precision, batch | prover tokens/s | llama.cpp tokens/s | prover / llama.cpp | prover's weight "
-             "stream (GB/s) |", "|---|---|---|---|---|"]
+             f"stream (GB/s) | {OFF} tokens/s |", "|---|---|---|---|---|---|"]
     read = bandwidth["stream"]["gb_per_s"]["read"]["1"] if bandwidth else None
     for key, sides in best.items():
         dtype, batch = key.split(" batch ")
-        rate, ratio = sides["prover"], sides["prover"] / sides["llama.cpp"] if "llama.cpp" in sides else None
+        rate, llama, off = sides["prover"], sides.get("llama.cpp"), sides.get(OFF)
         stream = wb.get(dtype, 0) * rate / int(batch) / 1e9  # one weight read per step of all B rows
         share = f" ({100 * stream / read:.0f}% of a thread's read bandwidth)" if read and batch == "1" else ""
-        lines.append(f"| {dtype}, {batch} | {rate:.1f} | {sides.get('llama.cpp', float('nan')):.1f} | "
-                     f"{ratio:.2f}x | {stream:.1f}{share} |" if ratio else f"| {dtype}, {batch} | {rate:.1f} | - | - | "
-                     f"{stream:.1f} |")
-    lines += ["", f"Measured on: {res.get('cpu', '?')}. Reading: at batch 1 a step reads every weight once, so "
-              "its ceiling is the bandwidth above; prover reaches part of it because each step also dispatches "
-              "some thirty small torch operations per layer from Python (norms, rotary embedding, attention, "
-              "residuals), and because torch's batch-1 bfloat16 product reads bfloat16 weights more slowly than "
-              "float32 ones per byte (the bandwidth table's `F.linear` rows), so bfloat16 gains nothing at batch 1. "
-              "At batch 8 and 16 a step is bound by arithmetic rather than memory, and torch's bfloat16 products "
-              "(AVX512-BF16) keep up with llama.cpp's; float32 ones at batch 8 do not."]
+        lines.append(f"| {dtype}, {batch} | {rate:.1f} | {f'{llama:.1f}' if llama else '-'} | "
+                     f"{f'{rate / llama:.2f}x' if llama else '-'} | {stream:.1f}{share} | "
+                     f"{f'{off:.1f}' if off else '-'} |")
+    lines += ["", f"Measured on: {res.get('cpu', '?')}; the engine's kernels built for "
+              f"{res.get('gemv_isa') or 'no AVX-512 (torch only)'}. *{OFF}* is the same engine with "
+              "`cpu_kernels=false fused_decode_step=false`: transformers' module-by-module forward and torch's "
+              "products, side by side in the same rounds. Reading: at batch 1 a step reads every weight once, so "
+              "its ceiling is the bandwidth above. The fused step (`prover.engines.fused_step`) runs a layer as "
+              "four products (stacked query-key-value, output, stacked gate-up, down) and a few C calls (norm "
+              "with the residual add, rotation with the cache write, attention) instead of some thirty torch "
+              "operations dispatched from Python; the small-batch kernels read weights at close to the "
+              "bandwidth where torch's batch-1 bfloat16 product reads them at half of it. At batch 8 and 16 a "
+              "bfloat16 step is bound by arithmetic, and torch's products (oneDNN, AMX) take over from the "
+              "kernels there."]
     return lines
 
 

@@ -1,18 +1,21 @@
-"""Small-batch matrix products for the ``hf`` engine's decode steps (``decode_kernels.c``, built on first use).
+"""The ``hf`` engine's CPU kernels for decode steps (``decode_kernels.c``, compiled on first use).
 
 At one to a few rows, a linear layer's product is bound by reading its weight from memory, and the GEMMs
-torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``decode_kernels.c`` streams
-each weight once per call, prefetching the next rows, and accumulates in float32. It is compiled here, for
-this CPU (``cc -O3 -march=native``), into ``~/.cache/prover/kernels`` under a name that holds the source's
-digest and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, or a CPU
-without AVX-512: no build, and every product stays torch's.
+torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``linear`` streams
+each weight once per call, prefetching the next rows, and accumulates in float32. ``add_rmsnorm``,
+``rope_store`` and ``attend`` are the rest of a one-token step of a Llama-family layer
+(``prover.engines.fused_step``), each one C call where torch dispatches several operations from Python.
 
-``install(model)`` routes the engine's own copy of the policy through it: each ``nn.Linear`` takes the
-kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, and torch otherwise (prefill, the
-learner, GPUs). The weights are read at call time, so ``load_state_dict`` (a weight sync) needs nothing more.
+The C file is compiled here, for this CPU (``cc -O3 -march=native``), into ``~/.cache/prover/kernels`` under
+a name that holds the source's digest and the CPU's flags, so a changed source or another CPU builds its own.
+No C compiler, a CPU without AVX-512 or an unwritable cache folder: no build, ``load`` says why, and every
+operation stays torch's.
 
-Results equal torch's up to the order of float32 sums (bfloat16 outputs are rounded once, to nearest
-even, as torch rounds them); ``tests/test_decode_kernels.py`` bounds the difference against float64.
+``install(model)`` routes the engine's own copy of the policy through ``linear``: each ``nn.Linear`` takes
+the kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, under no_grad, and torch otherwise
+(prefill, the learner, GPUs). Weights are read at call time, so ``load_state_dict`` (a weight sync) needs
+nothing more. Results equal torch's up to the order of float32 sums (bfloat16 outputs are rounded once, to
+nearest even, as torch rounds them); ``tests/test_decode_kernels.py`` bounds the difference against float64.
 """
 
 from __future__ import annotations
@@ -62,14 +65,18 @@ def build(out: Path) -> str | None:
     compiler = shutil.which(name)
     if compiler is None:
         return f"no C compiler ({name})"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-    os.close(fd)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+        os.close(fd)
+    except OSError as err:
+        return f"cannot write {out.parent} ({err.strerror})"
     try:
         done = subprocess.run([compiler, "-O3", "-march=native", "-shared", "-fPIC", "-o", tmp, str(SOURCE), "-lm"],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
-            return (done.stderr.strip().splitlines() or ["the compiler failed"])[-1]
+            lines = done.stderr.strip().splitlines() or ["the compiler failed"]
+            return next((line for line in lines if "error" in line), lines[-1]).strip()
         os.replace(tmp, out)
         return None
     except (OSError, subprocess.TimeoutExpired) as err:
