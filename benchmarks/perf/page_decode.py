@@ -40,9 +40,21 @@ def bandwidth_lines(res: dict) -> list[str]:
         if kernel:
             lines.append(f"| batch-1 product by the engine's kernel (`prover.engines.decode_kernels`), {dtype} "
                          f"weights | {kernel:.1f} |" + " - |" * (len(threads) - 1))
-    lines += ["", "A second thread adds no bandwidth: one thread already takes what the machine's memory gives "
-              "this VM. " + cpu_line(res["cpu"])]
+    lines += ["", second_thread(stream["read"]) + " " + cpu_line(res["cpu"])]
     return lines
+
+
+def second_thread(read: dict) -> str:
+    """What a second thread adds to the read bandwidth, as measured (it depends on what else the machine runs)."""
+    if "1" not in read or "2" not in read:
+        return ""
+    gain = read["2"] / read["1"]
+    if gain < 1.15:
+        return (f"A second thread adds little ({gain:.2f}x the read bandwidth): one thread takes most of what the "
+                "machine's memory gives this VM at that load.")
+    return (f"A second thread adds bandwidth ({gain:.2f}x the read rate of one) when the other core is idle; the "
+            "engine's kernels use one thread, so a decode step on an idle 2-core machine could stream faster "
+            "than the one-thread figures below.")
 
 
 def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
@@ -75,7 +87,7 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
               "four products (stacked query-key-value, output, stacked gate-up, down) and a few C calls (norm "
               "with the residual add, rotation with the cache write, attention) instead of some thirty torch "
               "operations dispatched from Python; the small-batch kernels read weights at close to the "
-              "bandwidth where torch's batch-1 bfloat16 product reads them at half of it. At batch 8 and 16 a "
+              "bandwidth (the kernel's rows in the table above). At batch 8 and 16 a "
               "bfloat16 step is bound by arithmetic, and torch's products (oneDNN, AMX) take over from the "
               "kernels there."]
     return lines
@@ -97,6 +109,10 @@ def step_lines(results: dict) -> list[str]:
         if res is None:
             continue
         r, a = res["ratios"], res["runs"]["after"]
+        b = res["runs"]["before"]["seconds"]
+        costs.append(f"{label}: with the learner as it is, a rollout that took no time at all would make the step "
+                     f"at most {b['step'] / a['seconds']['learner']:.1f}x faster than *before*'s "
+                     f"({b['step']:.0f} s against the update's {a['seconds']['learner']:.0f} s)")
         costs.append(f"{label}: {a['cpu_s']:.0f} CPU s for the whole run of one step (model loads and two "
                      f"one-episode evaluations included), so 20 steps take at most {20 * a['cpu_s'] / 60:.0f} "
                      f"minutes of one idle core, {20 * a['seconds']['step'] / 3600:.1f} hours at the measured "
