@@ -109,3 +109,18 @@ def test_one_token_prompts_decode_into_a_cache_reserved_empty(loop_and_generate)
     for params, seed in SETTINGS[:2]:
         ours, theirs = loop.generate(prompts, params, seed=seed), gen.generate(prompts, params, seed=seed)
         assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
+
+
+def test_the_fused_step_and_cpu_kernels_change_no_greedy_token(sharp_dir):  # noqa: F811
+    """float32: the engine with its fused step and CPU kernels (the default) against the same engine with both
+    off (transformers' forward, torch's products): the same greedy tokens, log-probs equal up to float32
+    rounding of sums taken in another order."""
+    on = HFEngine(sharp_dir, device="cpu", prefix_cache_mb=0)
+    off = HFEngine(sharp_dir, device="cpu", prefix_cache_mb=0, cpu_kernels=False, fused_decode_step=False)
+    assert on.fused_step is not None and off.fused_step is None
+    prompts = prompts_of(on)
+    params = SamplingParams(max_new_tokens=16, temperature=0.0)
+    ours, theirs = on.generate(prompts, params), off.generate(prompts, params)
+    assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
