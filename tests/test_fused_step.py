@@ -1,7 +1,7 @@
 """prover.engines.fused_step against transformers' forward, on small random models of each architecture it
-takes (Llama; Qwen2, whose query, key and value projections have biases; Qwen3, whose queries and keys have
-per-head norms), on a left-padded batch continuing a reserved cache: the same logits and the same new key and
-value columns up to float rounding, and still after a weight sync.
+takes (Llama, without and with attention biases; Qwen2, whose query, key and value projections have biases;
+Qwen3, whose queries and keys have per-head norms), on a left-padded batch continuing a reserved cache: the
+same logits and the same new key and value columns up to float rounding, and still after a weight sync.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ SMALL = dict(vocab_size=300, hidden_size=96, intermediate_size=160, num_hidden_l
              num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6)
 CONFIGS = {
     "llama": lambda: LlamaConfig(**SMALL, head_dim=16, tie_word_embeddings=True),
+    "llama-biased": lambda: LlamaConfig(**SMALL, attention_bias=True),  # biases on q, k, v and o
     "qwen2": lambda: Qwen2Config(**SMALL, tie_word_embeddings=False),
     "qwen3": lambda: Qwen3Config(**SMALL, head_dim=16, tie_word_embeddings=True),
 }

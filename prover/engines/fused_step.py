@@ -58,6 +58,7 @@ class LayerWeights:
     qkv: torch.Tensor
     qkv_bias: torch.Tensor | None
     o: torch.Tensor
+    o_bias: torch.Tensor | None  # Llama with attention_bias
     gate_up: torch.Tensor
     down: torch.Tensor
     q_norm: torch.Tensor | None  # Qwen3's per-head norms of queries and keys
@@ -120,7 +121,7 @@ class FusedStep:
         gate_up, _ = stack_weights([mlp.gate_proj, mlp.up_proj])
         q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         return LayerWeights(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, qkv, qkv_bias,
-                            attn.o_proj.weight, gate_up, mlp.down_proj.weight,
+                            attn.o_proj.weight, attn.o_proj.bias, gate_up, mlp.down_proj.weight,
                             q_norm.weight if q_norm is not None else None,
                             k_norm.weight if k_norm is not None else None)
 
@@ -140,7 +141,7 @@ class FusedStep:
         keys, values = layer.update(qk[:, self.heads:], v.transpose(1, 2))
         out = F.scaled_dot_product_attention(qk[:, :self.heads], keys, values, attn_mask=allowed,
                                              enable_gqa=self.kv_heads != self.heads)
-        return self.linear(out.transpose(1, 2).reshape(rows, 1, self.heads * d), w.o)
+        return self.linear(out.transpose(1, 2).reshape(rows, 1, self.heads * d), w.o, w.o_bias)
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
@@ -178,7 +179,7 @@ class FusedStep:
             layer.keys, layer.values = layer.key_buffer[:, :, :column + 1], layer.value_buffer[:, :, :column + 1]
             kernels.attend(qkv, heads, layer.key_buffer, layer.value_buffer, column + 1, mask, d ** -0.5, attended,
                            scratch)
-            kernels.add_rmsnorm(h, self.linear(attended, w.o), w.post_norm, x, self.eps)
+            kernels.add_rmsnorm(h, self.linear(attended, w.o, w.o_bias), w.post_norm, x, self.eps)
             gate_up = self.linear(x, w.gate_up)
             delta = self.linear(F.silu(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:], w.down)
         kernels.add_rmsnorm(h, delta, self.final_norm, x, self.eps)
