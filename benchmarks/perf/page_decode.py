@@ -94,10 +94,10 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
 
 
 def step_lines(results: dict) -> list[str]:
-    lines = ["", "### A real model's RL step: generate against prover's decode loop", "",
+    lines = ["", "### A real model's RL step against the revision before the decode loop", "",
              "`python -m benchmarks.perf.step_ratio --before REV --case CASE`: the revision before the decode loop "
-             "(*before*, which decodes with transformers' generate) beside one with it (*after*), the same "
-             "settings in both trees "
+             "(*before*, which decodes with transformers' generate) beside this tree (*after*: prover's decode "
+             "loop, fused step and CPU kernels), the same settings in both trees "
              "(no warm start, GRPO, 4 tasks x 4 episodes, chat context, LoRA, the engine in bfloat16, the update "
              "under bfloat16 autocast), one step, the two runs at once with one thread each. CPU seconds are each "
              "process's own (rusage), from start to end; phase seconds are wall clock.", "",
@@ -184,6 +184,7 @@ def summary_rows(results: dict) -> list[str]:
         res = results.get(f"step-ratio-{case}")
         if res is not None:
             r = res["ratios"]
-            rows.append(f"| an RL step of {label}, generate / prover's decode loop: CPU time; rollout | "
+            rows.append(f"| an RL step of {label}, {res['before']} (transformers' generate) / {res['after']}: CPU "
+                        "time; rollout | "
                         f"{r['cpu_before_over_after']:.2f}x; {r['rollout_before_over_after']:.2f}x |")
     return rows
