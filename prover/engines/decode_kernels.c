@@ -1,5 +1,7 @@
-/* Small-batch matrix products for decoding: y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for a few rows m
- * of x against a weight w stored as torch keeps an nn.Linear's, (n, k) row major.
+/* The hf engine's CPU kernels for decode steps (prover.engines.decode_kernels): small-batch matrix products,
+ * y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for a few rows m of x against a weight w stored as torch keeps
+ * an nn.Linear's, (n, k) row major; and, at the end of the file, the rest of a one-token step of a
+ * Llama-family layer (prover.engines.fused_step).
  *
  * At one to sixteen rows a decode step is bound by reading the weights from memory, and the library GEMMs
  * torch calls at that shape read them at half the machine's bandwidth or less (bfloat16 worst). These
@@ -32,14 +34,14 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     return (uint16_t)(u >> 16);
 }
 
-/* A pass takes nb weight rows (read from memory once, used for every row of x) against mb rows of x, in nb x
- * mb float32 accumulators: 8 x 1 or 8 x 2 for one or two rows of x (eight streams keep the memory busy), 4 x 4
- * for more. While it runs, the next nb rows are prefetched: the hardware prefetcher alone reaches about
- * three quarters of the bandwidth. */
 static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfloat16 -> 16 float */
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* A pass takes nb weight rows (read from memory once, used for every row of x) against mb rows of x, in nb x
+ * mb float32 accumulators: 8 x 1 or 8 x 2 for one or two rows of x (eight streams keep the memory busy), 4 x 4
+ * for more. While it runs, the next nb rows are prefetched: the hardware prefetcher alone reaches about
+ * three quarters of the bandwidth. */
 #define NB 8
 #define MB 4
 
