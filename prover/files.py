@@ -33,6 +33,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+CACHE_ENV = "PROVER_CACHE"  # root of prover's caches: converted models in models/, built kernels in kernels/
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "prover")
+
+
 def sha256_of(path: Path) -> str:
     """A file's SHA-256, read in 1 MiB blocks (model weights and checkpoints are too large to read at once)."""
     digest = hashlib.sha256()

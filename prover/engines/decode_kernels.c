@@ -156,51 +156,53 @@ static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, 
 static inline int rows_per_pass(int64_t m) { return m <= 2 ? 8 : 4; }
 static inline int x_rows_per_pass(int64_t m) { return m <= 2 ? 2 : 4; }
 
+static inline float bias_at(const void *bias, int bf16, int64_t i) {
+    return !bias ? 0.0f : bf16 ? bf16_to_f32(((const uint16_t *)bias)[i]) : ((const float *)bias)[i];
+}
+
+/* The product's passes over w and x, each pass's sums plus the bias stored by ``store`` (rounding for bfloat16). */
+#define GEMV(block, T, store)                                                                                  \
+    float out[NB * MB];                                                                                        \
+    int pass_n = rows_per_pass(m), pass_m = x_rows_per_pass(m);                                                \
+    for (int64_t n0 = 0; n0 < n; n0 += pass_n) {                                                               \
+        int nb = n - n0 < pass_n ? (int)(n - n0) : pass_n;                                                     \
+        for (int64_t m0 = 0; m0 < m; m0 += pass_m) {                                                           \
+            int mb = m - m0 < pass_m ? (int)(m - m0) : pass_m;                                                 \
+            DISPATCH(block, w + n0 * k, x + m0 * ldx, out, k, ldx, nb, mb)                                     \
+            for (int i = 0; i < mb; i++)                                                                       \
+                for (int j = 0; j < nb; j++)                                                                   \
+                    y[(m0 + i) * ldy + n0 + j] = store(out[i * NB + j] + bias_at(bias, sizeof(T) == 2, n0 + j)); \
+        }                                                                                                      \
+    }                                                                                                          \
+    return 0;
+
+static inline float as_is(float v) { return v; }
+
 int prover_gemv_bf16(const uint16_t *w, const uint16_t *x, uint16_t *y, const uint16_t *bias, int64_t n,
                      int64_t k, int64_t m, int64_t ldx, int64_t ldy) {
-    float out[NB * MB];
-    int pass_n = rows_per_pass(m), pass_m = x_rows_per_pass(m);
-    for (int64_t n0 = 0; n0 < n; n0 += pass_n) {
-        int nb = n - n0 < pass_n ? (int)(n - n0) : pass_n;
-        for (int64_t m0 = 0; m0 < m; m0 += pass_m) {
-            int mb = m - m0 < pass_m ? (int)(m - m0) : pass_m;
-            DISPATCH(block_bf16, w + n0 * k, x + m0 * ldx, out, k, ldx, nb, mb)
-            for (int i = 0; i < mb; i++)
-                for (int j = 0; j < nb; j++) {
-                    float v = out[i * NB + j] + (bias ? bf16_to_f32(bias[n0 + j]) : 0.0f);
-                    y[(m0 + i) * ldy + n0 + j] = f32_to_bf16(v);
-                }
-        }
-    }
-    return 0;
+    GEMV(block_bf16, uint16_t, f32_to_bf16)
 }
 
 int prover_gemv_f32(const float *w, const float *x, float *y, const float *bias, int64_t n, int64_t k, int64_t m,
                     int64_t ldx, int64_t ldy) {
-    float out[NB * MB];
-    int pass_n = rows_per_pass(m), pass_m = x_rows_per_pass(m);
-    for (int64_t n0 = 0; n0 < n; n0 += pass_n) {
-        int nb = n - n0 < pass_n ? (int)(n - n0) : pass_n;
-        for (int64_t m0 = 0; m0 < m; m0 += pass_m) {
-            int mb = m - m0 < pass_m ? (int)(m - m0) : pass_m;
-            DISPATCH(block_f32, w + n0 * k, x + m0 * ldx, out, k, ldx, nb, mb)
-            for (int i = 0; i < mb; i++)
-                for (int j = 0; j < nb; j++) y[(m0 + i) * ldy + n0 + j] = out[i * NB + j] + (bias ? bias[n0 + j] : 0.0f);
-        }
-    }
-    return 0;
+    GEMV(block_f32, float, as_is)
 }
 
 /* ---- The rest of a one-token decode step (prover.engines.fused_step), each a loop over rows ----
  * bfloat16 tensors are rounded where torch's module-by-module forward rounds them (each stored result),
  * except inside a fused operation, which rounds once. */
 
+/* Up to 16 values from x[at], float32 or bfloat16 widened, zeros past ``count``. */
+static inline __m512 load16(const void *x, int bf16, int64_t at, int64_t count) {
+    __mmask16 mask = count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1);
+    return bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)x + at))
+                : _mm512_maskz_loadu_ps(mask, (const float *)x + at);
+}
+
 static inline float sum_squares(const void *x, int bf16, int64_t k) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < k; i += 16) {
-        __mmask16 mask = k - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - i)) - 1);
-        __m512 v = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)x + i))
-                        : _mm512_maskz_loadu_ps(mask, (const float *)x + i);
+        __m512 v = load16(x, bf16, i, k - i);
         acc = _mm512_fmadd_ps(v, v, acc);
     }
     return _mm512_reduce_add_ps(acc);
@@ -281,14 +283,8 @@ int prover_rope_store(void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, 
 
 static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, int64_t d, int bf16) {
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < d; i += 16) {
-        __mmask16 mask = d - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i)) - 1);
-        __m512 x = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)a + ai + i))
-                        : _mm512_maskz_loadu_ps(mask, (const float *)a + ai + i);
-        __m512 y = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)b + bi + i))
-                        : _mm512_maskz_loadu_ps(mask, (const float *)b + bi + i);
-        acc = _mm512_fmadd_ps(x, y, acc);
-    }
+    for (int64_t i = 0; i < d; i += 16)
+        acc = _mm512_fmadd_ps(load16(a, bf16, ai + i, d - i), load16(b, bf16, bi + i, d - i), acc);
     return _mm512_reduce_add_ps(acc);
 }
 
@@ -318,13 +314,8 @@ int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads
                 float p = expf(scratch[c] - best);
                 total += p;
                 __m512 pv = _mm512_set1_ps(p);
-                for (int64_t i = 0; i < vectors; i++) {
-                    int64_t at = kv + c * d + i * 16;
-                    __mmask16 mask = d - i * 16 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i * 16)) - 1);
-                    __m512 v = bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)values + at))
-                                    : _mm512_maskz_loadu_ps(mask, (const float *)values + at);
-                    sum[i] = _mm512_fmadd_ps(pv, v, sum[i]);
-                }
+                for (int64_t i = 0; i < vectors; i++)
+                    sum[i] = _mm512_fmadd_ps(pv, load16(values, bf16, kv + c * d + i * 16, d - i * 16), sum[i]);
             }
             for (int64_t i = 0; i < vectors; i++) _mm512_storeu_ps(acc + i * 16, sum[i]);
             for (int64_t j = 0; j < d; j++) put(out, bf16, (r * heads + h) * d + j, acc[j] / total);

@@ -6,10 +6,10 @@ each weight once per call, prefetching the next rows, and accumulates in float32
 ``rope_store`` and ``attend`` are the rest of a one-token step of a Llama-family layer
 (``prover.engines.fused_step``), each one C call where torch dispatches several operations from Python.
 
-The C file is compiled here, for this CPU (``cc -O3 -march=native``), into ``~/.cache/prover/kernels`` under
-a name that holds the source's digest and the CPU's flags, so a changed source or another CPU builds its own.
-No C compiler, a CPU without AVX-512 or an unwritable cache folder: no build, ``load`` says why, and every
-operation stays torch's.
+The C file is compiled here, for this CPU (``cc -O3 -march=native``), into the ``kernels`` folder of
+prover's cache (``$PROVER_CACHE``, ``~/.cache/prover`` by default) under a name that holds the source's digest
+and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, a CPU without AVX-512
+or an unwritable cache folder: no build, ``load`` says why, and every operation stays torch's.
 
 ``install(model)`` routes the engine's own copy of the policy through ``linear``: each ``nn.Linear`` takes
 the kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, under no_grad, and torch otherwise
@@ -32,8 +32,10 @@ from pathlib import Path
 
 import torch
 
+from prover.environment import cpuinfo_fields
+from prover.files import cache_root
+
 SOURCE = Path(__file__).with_name("decode_kernels.c")
-KERNEL_DIR = Path("~/.cache/prover/kernels")
 COMPILE_TIMEOUT_S = 120
 
 # Rows of input up to which the kernel beats torch, measured by benchmarks/perf/bandwidth.py and on SmolLM2-135M's
@@ -45,17 +47,14 @@ MAX_ROWS = {torch.bfloat16: 4, torch.float32: 16}
 def cpu_flags() -> str:
     """The CPU's feature flags (Linux), part of the build's name: -march=native code runs on this CPU only."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line.split(":", 1)[1].strip()
+        return dict(cpuinfo_fields(Path("/proc/cpuinfo").read_text(errors="replace"))).get("flags", "")
     except OSError:
-        pass
-    return ""
+        return ""
 
 
 def library_path() -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
-    return KERNEL_DIR.expanduser() / f"decode-kernels-{digest}.so"
+    return cache_root() / "kernels" / f"decode-kernels-{digest}.so"
 
 
 def build(out: Path) -> str | None:

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError
-from prover.judges.shipped import CACHE_ENV, SHIPPED, ShippedModel, assemble, cache_root, packaged, sha256_of
+from prover.files import CACHE_ENV, cache_root, sha256_of
+from prover.judges.shipped import SHIPPED, ShippedModel, assemble, packaged
 from prover.modeling import quiet_transformers
 
 DEFAULT_MODEL = "smollm2-135m"  # the shipped model converted when no file is given

