@@ -206,17 +206,20 @@ def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: l
     completion in its last ``end - start`` columns. Rows are right-padded, so a token's position is its
     index; the LM head runs only at the positions that predict a completion token (``logits_to_keep`` as
     a boolean mask), which keeps memory low on large vocabularies.
+
+    No attention mask goes to the model, only causality: a real token never sees the padding after it, so its
+    logits and gradients are what a padding mask gives, bit for bit, while attention takes the causal kernel,
+    which reads no mask and skips the blocks above the diagonal. Padding positions attend to real tokens
+    instead of nothing; nothing reads them.
     """
     import torch  # torch is heavy: rooms that never load a model import this module
 
     device = next(model.parameters()).device
     length = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(sequences), length), dtype=torch.long)
     keep = torch.zeros((len(sequences), length), dtype=torch.bool)
     for i, s in enumerate(sequences):
         ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-        attn[i, :len(s)] = 1
     for i, start, end in spans:
         if not 1 <= start < end <= len(sequences[i]):
             raise ValueError(f"span {(start, end)} is not a completion inside a sequence of {len(sequences[i])}")
@@ -231,7 +234,7 @@ def sequence_logits(model: torch.nn.Module, sequences: list[list[int]], spans: l
         targets[k, c_max - (end - start):] = ids[i, start:end]
         mask[k, c_max - (end - start):] = True
     positions = torch.arange(length).expand(len(sequences), -1)
-    out = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
+    out = model(input_ids=ids.to(device), attention_mask=None, position_ids=positions.to(device),
                 logits_to_keep=keep.to(device), use_cache=False)
     if out.logits.dim() != 2 or out.logits.shape[0] != int(keep.sum()):  # a model that ignores the mask
         raise ValueError(f"{type(model).__name__} does not take logits_to_keep as a boolean mask (transformers "
