@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.config import TrainConfig, engine_dtype
-from prover.files import write_atomic
+from prover.system.files import write_atomic
 from prover.policy import DIGESTS_FILE, folder_digest
 
 # rollout settings that size and schedule training batches; an evaluation plays one episode per task
