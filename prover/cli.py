@@ -126,7 +126,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from prover.envs import make_configured_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
-    from prover.runs.run import RunDir
+    from prover.rundir.run import RunDir
 
     cfg = _config(args)
     cfg.warmstart.enabled = True
@@ -145,7 +145,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.learning.lora import is_adapter_checkpoint
     from prover.policy.merged import merged_policy
     from prover.progress import Reporter
-    from prover.runs.run import RunDir
+    from prover.rundir.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
@@ -295,7 +295,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from prover.commands.view import add_parser as add_view_parser
     from prover.judges.gguf_convert import add_parser as add_convert_parser
     from prover.judges.serve_judge import add_parser as add_serve_judge_parser
-    from prover.runs.checkpoint_state import add_parser as add_convert_checkpoint_parser
+    from prover.rundir.checkpoint_state import add_parser as add_convert_checkpoint_parser
 
     add_bench_parser(sub)
     add_view_parser(sub)

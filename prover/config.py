@@ -262,7 +262,7 @@ class EvalConfig(Section):
     cache_dir: str | None = Field(None, description="A folder that keeps the starting policy's evaluation by the "
                                   "digest of its weights and the settings that decide it, so a run from the same "
                                   "policy and settings reads it instead of sampling it again (the bench sets it "
-                                  "for cells sharing a warm start); null keeps none. See prover/runs/eval_cache.py.")
+                                  "for cells sharing a warm start); null keeps none. See prover/rundir/eval_cache.py.")
 
 
 class RunConfig(Section):
@@ -274,7 +274,7 @@ class RunConfig(Section):
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = Field(default_factory=list, description=
         "Experiment trackers that also get every metrics.jsonl row and the config, e.g. [tensorboard,wandb] or "
         "tensorboard; each needs its extra (pip install 'prover-rl[tensorboard]'); --resume continues the same "
-        "tracker runs (ids kept in <run.dir>/trackers.json); see prover/runs/trackers.py.")
+        "tracker runs (ids kept in <run.dir>/trackers.json); see prover/rundir/trackers.py.")
 
     @field_validator("dir")
     @classmethod

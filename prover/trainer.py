@@ -32,11 +32,11 @@ from prover.judges import make_judge
 from prover.learning import modeling
 from prover.progress import Reporter
 from prover.rollout import Rollout, build_rollout, check_env_errors, engine_counts
-from prover.runs.eval_cache import EvalCache
-from prover.runs.preflight import preflight
-from prover.runs.run import RunDir, RunLock, load_checkpoint_state
-from prover.runs.samples import saved_groups
-from prover.runs.trackers import Trackers
+from prover.rundir.eval_cache import EvalCache
+from prover.rundir.preflight import preflight
+from prover.rundir.run import RunDir, RunLock, load_checkpoint_state
+from prover.rundir.samples import saved_groups
+from prover.rundir.trackers import Trackers
 from prover.seeding import derive_seed, eval_seed
 from prover.system.distributed import Ranks
 from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
@@ -214,7 +214,7 @@ class Trainer:
 
     def evaluate(self, step: int) -> MetricsRow:
         """Held-out success (``evaluate_policy``), logged and reported by the main process; the starting
-        policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.runs.eval_cache``)."""
+        policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.rundir.eval_cache``)."""
         cache = EvalCache.of(self.cfg, self.policy_dir, self.ranks.world) if step == 0 else None
         record = cache.read() if cache else None
         if record is None:

@@ -46,7 +46,7 @@ def checkpoint(learner, out: Path) -> str | None:
     """The trainer's checkpoint of the updated learner (Trainer.save_checkpoint): None, or its error."""
     from prover.config import TrainConfig
     from prover.errors import CheckpointError
-    from prover.runs.run import RunDir
+    from prover.rundir.run import RunDir
 
     weights = learner.gathered_state() if learner.accelerator.num_processes > 1 else None  # every process
     if not learner.accelerator.is_main_process:

@@ -16,7 +16,7 @@ import prover
 from prover.cli import main
 from prover.commands.view import render
 from prover.config_load import load_config
-from prover.runs.run import RunDir
+from prover.rundir.run import RunDir
 from prover.system import environment
 
 CPUINFO = """processor\t: 0

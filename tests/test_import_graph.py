@@ -155,11 +155,11 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("parts", ("prover.envs", "prover.engines", "prover.retrieval", "prover.chat", "prover.judges",
                "prover.learning.modeling", "prover.learning.learner_rows", "prover.learning.learner_loss",
                "prover.learning.lora", "prover.learning.frozen_weights", "prover.episodes.turn_prompts")),
-    ("records", ("prover.runs.checkpoint_state", "prover.runs.trackers", "prover.runs.samples")),
-    ("run folder", ("prover.runs",)),
+    ("records", ("prover.rundir.checkpoint_state", "prover.rundir.trackers", "prover.rundir.samples")),
+    ("run folder", ("prover.rundir",)),
     ("machinery", ("prover.rollout", "prover.episodes", "prover.credit", "prover.learning")),
-    ("policy", ("prover.policy", "prover.runs.eval_cache")),
-    ("assembly", ("prover.trainer", "prover.config_load", "prover.runs.preflight", "prover.settings.config_checks")),
+    ("policy", ("prover.policy", "prover.rundir.eval_cache")),
+    ("assembly", ("prover.trainer", "prover.config_load", "prover.rundir.preflight", "prover.settings.config_checks")),
     ("commands", ("prover", "prover.cli", "prover.bench", "prover.commands")),
 ]
 

@@ -24,7 +24,7 @@ from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 from prover.judges.health import FailureWatch, judge_metrics, usage_metrics
 from prover.judges.tools import turn_text
 from prover.progress import judge_warning
-from prover.runs.samples import saved_groups
+from prover.rundir.samples import saved_groups
 from prover.types import Group, JudgeRequest, JudgeResult, JudgeUsage, Trajectory, Turn
 
 KEY = "sk-test-0123456789abcdefSECRET"

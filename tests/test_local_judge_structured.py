@@ -191,7 +191,7 @@ def test_judge_replies_reach_groups_and_the_report(make_batch):
     from prover.credit.base import CreditContext
     from prover.credit.prover import ProVer
     from prover.judges.base import Judge
-    from prover.runs.samples import saved_groups
+    from prover.rundir.samples import saved_groups
     from prover.types import JudgeResult, Proposal, Segment
     from test_view import FixedValues
 

@@ -82,7 +82,7 @@ def test_lora_is_off_by_default_and_every_field_is_described():
 
 
 def test_a_checkpoint_from_before_lora_existed_still_resumes(tmp_path):
-    from prover.runs.run import RUN_CONFIG, resume_differences
+    from prover.rundir.run import RUN_CONFIG, resume_differences
 
     cfg = TrainConfig()
     written = cfg.model_dump(mode="json")

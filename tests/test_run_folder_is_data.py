@@ -1,5 +1,5 @@
 """A run folder is data, never code: a checkpoint's optimizer and RNG state are tensors and plain values
-(prover/runs/checkpoint_state.py), a crafted pickle in a checkpoint runs nothing on --resume or on conversion, an
+(prover/rundir/checkpoint_state.py), a crafted pickle in a checkpoint runs nothing on --resume or on conversion, an
 earlier version's pickle checkpoint gets one line saying how to convert it, and a checkpoint without its
 manifest is damaged. Real run folders, a real pickle that would write a marker file if it ever ran."""
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from prover.cli import main
-from prover.runs.checkpoint_state import load_state, save_state, write_manifest
+from prover.rundir.checkpoint_state import load_state, save_state, write_manifest
 
 
 class _WritesAMarker:

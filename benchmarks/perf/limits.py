@@ -83,7 +83,7 @@ def policies(policy: str | None) -> tuple[Path, Path]:
     from prover.config_load import load_config
     from prover.policy import base_policy, prepare_policy
     from prover.progress import Reporter
-    from prover.runs.run import RunDir
+    from prover.rundir.run import RunDir
 
     cfg = load_config(None, [f"run.dir={ROOT / 'runs' / 'limits'}"])
     run = RunDir(cfg)

@@ -38,7 +38,7 @@ from prover.config import TrainConfig
 from prover.envs import make_configured_env
 from prover.errors import ProverError
 from prover.registry import CREDIT, JUDGES
-from prover.runs.run import FileLock, RunDir
+from prover.rundir.run import FileLock, RunDir
 from prover.system.files import write_atomic
 
 Echo = Callable[[str], None]

@@ -21,7 +21,7 @@ from typing import Any
 
 from prover.bench.matrix import Cell, Plan, warmstart_folder
 from prover.bench.tables import is_finished, read_history, started_key
-from prover.runs.run import FileLock
+from prover.rundir.run import FileLock
 from prover.system.files import write_atomic
 
 FILE = "timings.json"

@@ -24,7 +24,7 @@ from prover.learning.modeling import apply_threads, check_model_dir, model_posit
 from prover.policy.tiny import build_tiny_policy
 from prover.policy.warmstart import expert_rows
 from prover.progress import Reporter
-from prover.runs.run import FileLock, RunDir
+from prover.rundir.run import FileLock, RunDir
 from prover.system.distributed import world_size
 from prover.system.files import write_atomic
 

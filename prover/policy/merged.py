@@ -13,7 +13,7 @@ from prover.learning.learner import Learner
 from prover.learning.lora import check_base
 from prover.policy import build_once, prepare_policy
 from prover.progress import Reporter
-from prover.runs.run import RunDir
+from prover.rundir.run import RunDir
 
 
 def merged_policy(cfg: TrainConfig, adapter: Path, report: Reporter) -> Path:

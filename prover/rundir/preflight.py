@@ -27,7 +27,7 @@ from prover.errors import CheckpointError, ConfigError, ContractError, ProverErr
 from prover.learning.lora import check_lora
 from prover.learning.modeling import check_model_dir
 from prover.registry import CREDIT
-from prover.runs.trackers import check_trackers
+from prover.rundir.trackers import check_trackers
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
