@@ -1,8 +1,8 @@
 """``prover train | eval | sft | list | env | check-env | new | serve | bench | view | convert-gguf | serve-judge |
 serve-env``, and ``prover --version``. Errors print as one line, never a traceback.
 
-``serve-env NAME`` serves a prover env over OpenEnv's protocol (``prover/serve_env.py``), for TRL, Unsloth or any
-OpenEnv client; it needs the ``openenv`` extra."""
+``serve-env NAME`` serves a prover env over OpenEnv's protocol (``prover/commands/serve_env.py``), for TRL, Unsloth
+or any OpenEnv client; it needs the ``openenv`` extra."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prover import modeling
-from prover.distributed import leave_process_group
+from prover.commands.listing import description
 from prover.errors import ConfigError, ContractError, ProverError, Stopped
-from prover.listing import description
+from prover.learning import modeling
 from prover.registry import REGISTRIES
-from prover.stopping import os_error_line, reset, stop_waiting, stopped_line
+from prover.system.distributed import leave_process_group
+from prover.system.stopping import os_error_line, reset, stop_waiting, stopped_line
 
 if TYPE_CHECKING:
     from prover.config import TrainConfig
@@ -30,8 +30,8 @@ EPILOG_HEAD = "config fields (set as section.field=value; defaults in brackets):
 
 def _fields_epilog(argv: list[str]) -> str:
     # lazy: the field list reads pydantic and the named plugins, only when help is printed
-    from prover.config_text import field_help
     from prover.plugin_config import recipe_help
+    from prover.settings.config_text import field_help
 
     tree = _help_tree(argv)
     lines = [EPILOG_HEAD]
@@ -67,7 +67,7 @@ class _Version(argparse.Action):
                          help="print prover's version (and its commit, run from a checkout) and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from prover.environment import version_line  # lazy: only --version asks git
+        from prover.system.environment import version_line  # lazy: only --version asks git
 
         print(version_line())
         parser.exit()
@@ -110,7 +110,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)  # config errors before torch is imported
     if args.print_config:  # what the run's config.yaml would hold; nothing is trained or written
-        from prover.config_text import dump_config  # lazy: yaml and pydantic, for --print-config only
+        from prover.settings.config_text import dump_config  # lazy: yaml and pydantic, for --print-config only
 
         print(dump_config(cfg), end="")
         return 0
@@ -126,7 +126,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from prover.envs import make_configured_env
     from prover.policy import prepare_policy
     from prover.progress import Reporter
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
 
     cfg = _config(args)
     cfg.warmstart.enabled = True
@@ -142,10 +142,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.config import engine_dtype
     from prover.engines import make_engine
     from prover.envs import make_configured_env
-    from prover.lora import is_adapter_checkpoint
+    from prover.learning.lora import is_adapter_checkpoint
     from prover.policy.merged import merged_policy
     from prover.progress import Reporter
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
@@ -199,7 +199,7 @@ def _env_kwargs(name: str, texts: list[str]) -> dict[str, Any]:
     typed by the env's setting, as in overrides."""
     # lazy: pydantic and the env's plugin load when the command runs
     from prover.config_load import parse_override
-    from prover.config_overrides import type_overrides_by_field
+    from prover.settings.config_overrides import type_overrides_by_field
 
     kwargs, overrides = {}, []
     for text in texts:
@@ -284,28 +284,28 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     ce.add_argument("--strict", action="store_true", help="fail (exit 2) when the env listed no admissible "
                     "actions at some of the steps the checks chose, which they then played with 'look' only")
     ce.set_defaults(fn=cmd_check_env)
-    from prover.environment import add_parser as add_env_parser  # stdlib only until it runs
+    from prover.system.environment import add_parser as add_env_parser  # stdlib only until it runs
 
     add_env_parser(sub)
-    from prover.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
+    from prover.commands.serve import add_parser as add_serve_parser  # stdlib only: cheap to build
 
     add_serve_parser(sub)
     # lazy: these load numpy and pydantic; importing prover.cli for one command stays light
     from prover.bench.command import add_parser as add_bench_parser
-    from prover.checkpoint_state import add_parser as add_convert_checkpoint_parser
+    from prover.commands.view import add_parser as add_view_parser
     from prover.judges.gguf_convert import add_parser as add_convert_parser
     from prover.judges.serve_judge import add_parser as add_serve_judge_parser
-    from prover.view import add_parser as add_view_parser
+    from prover.rundir.checkpoint_state import add_parser as add_convert_checkpoint_parser
 
     add_bench_parser(sub)
     add_view_parser(sub)
     add_convert_parser(sub)
     add_convert_checkpoint_parser(sub)
     add_serve_judge_parser(sub)
-    from prover.serve_env import add_parser as add_serve_env_parser  # openenv is imported only when it runs
+    from prover.commands.serve_env import add_parser as add_serve_env_parser  # openenv is imported only when it runs
 
     add_serve_env_parser(sub)
-    from prover.scaffold import add_parser as add_new_parser  # stdlib only until it runs
+    from prover.commands.scaffold import add_parser as add_new_parser  # stdlib only until it runs
 
     add_new_parser(sub)
     return p

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.seeding import RUN_SEED_RULE, RunSeed
-from prover.strict_numbers import StrictNumbers
+from prover.settings.strict_numbers import StrictNumbers
 
 
 class Section(StrictNumbers):  # steps=true is refused, not read as 1
@@ -126,8 +126,8 @@ class RolloutConfig(Section):
                                       "process while the learner updates on step s's, so rows of step s come from "
                                       "the policy of max(start, s-1-k) updates; 0 samples each step after the last "
                                       "update (on-policy). Branching and evaluation keep the learner's current "
-                                      "policy (prover/async_rollout.py). Needs an engine that holds its own weights "
-                                      "(hf) and one process.")
+                                      "policy (prover/episodes/async_rollout.py). Needs an engine that holds its "
+                                      "own weights (hf) and one process.")
     worker_timeout_s: float = Field(1800.0, gt=0.0, description="With max_off_policy_steps > 0: most seconds to "
                                     "wait for the rollout worker's next batch before the run stops with one line "
                                     "(a worker that dies is reported at once).")
@@ -190,7 +190,7 @@ class LearnerConfig(Section):
                                 "its own positions, instead of one row per turn; the same loss and gradient, "
                                 "up to float rounding. Windowed prompts are never append-only: their rows "
                                 "stay turn rows. The warm start's SFT does the same with its expert chats when "
-                                "warmstart.prompt_loss_weight is 0. See prover/learner_rows.py.")
+                                "warmstart.prompt_loss_weight is 0. See prover/learning/learner_rows.py.")
     max_row_tokens: int | None = Field(None, ge=1, description="Cut a sequence row at turn boundaries into "
                                        "pieces that each add at most this many tokens to the piece before it; "
                                        "each piece re-forwards the pieces before it as context (more tokens are "
@@ -214,7 +214,7 @@ class LearnerConfig(Section):
                               "(LoRA's base layers, an LM head that does not train) to bfloat16 once and multiply "
                               "by that copy, instead of autocast casting it again at every forward pass. Bit for "
                               "bit the same products, loss and gradient; the copies hold half the frozen weights' "
-                              "float32 size between updates (prover/frozen_weights.py).")
+                              "float32 size between updates (prover/learning/frozen_weights.py).")
     gradient_checkpointing: bool = Field(False, description="Keep only each decoder layer's input through the "
                                          "forward pass and recompute the layer in the backward: the update's "
                                          "activation memory falls from every layer's to one layer's, for one "
@@ -262,7 +262,7 @@ class EvalConfig(Section):
     cache_dir: str | None = Field(None, description="A folder that keeps the starting policy's evaluation by the "
                                   "digest of its weights and the settings that decide it, so a run from the same "
                                   "policy and settings reads it instead of sampling it again (the bench sets it "
-                                  "for cells sharing a warm start); null keeps none. See prover/eval_cache.py.")
+                                  "for cells sharing a warm start); null keeps none. See prover/rundir/eval_cache.py.")
 
 
 class RunConfig(Section):
@@ -274,7 +274,7 @@ class RunConfig(Section):
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = Field(default_factory=list, description=
         "Experiment trackers that also get every metrics.jsonl row and the config, e.g. [tensorboard,wandb] or "
         "tensorboard; each needs its extra (pip install 'prover-rl[tensorboard]'); --resume continues the same "
-        "tracker runs (ids kept in <run.dir>/trackers.json); see prover/trackers.py.")
+        "tracker runs (ids kept in <run.dir>/trackers.json); see prover/rundir/trackers.py.")
 
     @field_validator("dir")
     @classmethod

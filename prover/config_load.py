@@ -1,10 +1,10 @@
 """Loading the run configuration: a YAML file plus dotted overrides, the chosen env's ``train_recipe``
 beneath them, validation against the schema (``prover.config``) with one-line errors, then the checks
-that the named parts fit (``prover.config_checks``).
+that the named parts fit (``prover.settings.config_checks``).
 
 The loader, not the schema, is the room that reads the registries and the plugins: the schema stays a
 ground floor every room may import, and this file sits above the parts it resolves. It re-exports
-``check_parts_fit``, ``check_env_settings`` and ``parse_override`` (``prover.config_overrides``), so callers
+``check_parts_fit``, ``check_env_settings`` and ``parse_override`` (``prover.settings.config_overrides``), so callers
 need one import for loading and checking.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from prover.config import EnvConfig, TrainConfig
-from prover.config_checks import check_env_settings, check_parts_fit
-from prover.config_overrides import parse_override, type_overrides_by_field
 from prover.errors import ConfigError, ProverError, validation_line
 from prover.plugin_config import Configurable, env_recipe
 from prover.registry import ENVS
-from prover.yaml_files import read_yaml
+from prover.settings.config_checks import check_env_settings, check_parts_fit
+from prover.settings.config_overrides import parse_override, type_overrides_by_field
+from prover.settings.yaml_files import read_yaml
 
 __all__ = ["check_env_settings", "check_parts_fit", "config_from_tree", "load_config", "parse_override",
            "read_tree"]

@@ -71,7 +71,7 @@ class Configurable:
                 raise ConfigError(f"{where}.{key} is set by the run; use {instead} instead")
         # here, not at import: strict_numbers defines a pydantic model, and building one reads pydantic's plugin
         # entry points, which importing the env contract (this module's users) must not
-        from prover.strict_numbers import BOOL_FOR_NUMBER, NOT_FINITE, bool_path, nonfinite_path
+        from prover.settings.strict_numbers import BOOL_FOR_NUMBER, NOT_FINITE, bool_path, nonfinite_path
 
         model = cls.Config
         if (at := bool_path(dict(raw), model)) is not None:  # the config's one rule for numbers (strict_numbers)

@@ -2,9 +2,9 @@
 
 With ``rollout.context=window`` each turn's prompt is the task plus the last few (observation, action)
 pairs, rendered by the env's ``AgentSpec`` and encoded once through the tokenizer's chat template; with
-``chat`` the episode is one growing chat (``prover/episode_chat.py``). Either way the ids the engine saw and
+``chat`` the episode is one growing chat (``prover/episodes/episode_chat.py``). Either way the ids the engine saw and
 produced are what the ``Turn`` keeps (nothing is re-tokenized later). Groups share a task seed, so their G
-episodes start from the same state. How a prompt fits its budget: ``prover/turn_prompts.py``.
+episodes start from the same state. How a prompt fits its budget: ``prover/episodes/turn_prompts.py``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
 from prover.envs.pool import EnvPool
 from prover.envs.text import text_problem
-from prover.episode_chat import EpisodeChat, chat_budget_reason
+from prover.episodes.episode_chat import EpisodeChat, chat_budget_reason
+from prover.episodes.turn_prompts import agent_spec_for, bounded_text, completion_of, fit_prompt, prompt_budget
 from prover.errors import CapabilityError, EnvFaultError, EnvTextError, ProverError
 from prover.seeding import derive_seed
-from prover.turn_prompts import agent_spec_for, bounded_text, completion_of, fit_prompt, prompt_budget
 from prover.types import Batch, Group, ResumePoint, SamplingParams, Trajectory, Turn
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class Rollout:
         self.history_window = history_window
         self.chat_kwargs = chat_kwargs or {}
         self.max_prompt_tokens = max_prompt_tokens  # prompt_budget's answer; None: unbounded
-        # "chat": one growing chat per episode (prover/episode_chat.py); "window": a prompt per turn
+        # "chat": one growing chat per episode (prover/episodes/episode_chat.py); "window": a prompt per turn
         self.chat = EpisodeChat(engine.tokenizer, self.chat_kwargs) if context == "chat" else None
         self.policy_version = 0  # the engine's weights, counted in learner updates; every Turn records it
 

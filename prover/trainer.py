@@ -18,26 +18,27 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from prover import modeling, policy
-from prover.async_rollout import make_batches
-from prover.branching import Brancher
+from prover import policy
 from prover.config import LearnerConfig, TrainConfig, engine_dtype
 from prover.credit import CreditContext, make_credit
 from prover.credit.base import CreditContract
-from prover.distributed import Ranks
 from prover.engines import make_engine
 from prover.envs import make_configured_env
+from prover.episodes.async_rollout import make_batches
+from prover.episodes.branching import Brancher
+from prover.episodes.truth import TruthScorer
 from prover.errors import EnvFaultError, NonFiniteError
-from prover.eval_cache import EvalCache
 from prover.judges import make_judge
-from prover.preflight import preflight
+from prover.learning import modeling
 from prover.progress import Reporter
 from prover.rollout import Rollout, build_rollout, check_env_errors, engine_counts
-from prover.run import RunDir, RunLock, load_checkpoint_state
-from prover.samples import saved_groups
+from prover.rundir.eval_cache import EvalCache
+from prover.rundir.preflight import preflight
+from prover.rundir.run import RunDir, RunLock, load_checkpoint_state
+from prover.rundir.samples import saved_groups
+from prover.rundir.trackers import Trackers
 from prover.seeding import derive_seed, eval_seed
-from prover.trackers import Trackers
-from prover.truth import TruthScorer
+from prover.system.distributed import Ranks
 from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
 
 T = TypeVar("T")
@@ -169,7 +170,7 @@ class Trainer:
             raise
 
     def _build(self, ckpt: Path | None) -> None:
-        from prover.learner import Learner  # lazy: torch loads when a run is built, not for its checks
+        from prover.learning.learner import Learner  # lazy: torch loads when a run is built, not for its checks
 
         cfg, resume = self.cfg, self.resume
         modeling.apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
@@ -213,7 +214,7 @@ class Trainer:
 
     def evaluate(self, step: int) -> MetricsRow:
         """Held-out success (``evaluate_policy``), logged and reported by the main process; the starting
-        policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.eval_cache``)."""
+        policy's is read from ``eval.cache_dir`` when an earlier run kept it (``prover.rundir.eval_cache``)."""
         cache = EvalCache.of(self.cfg, self.policy_dir, self.ranks.world) if step == 0 else None
         record = cache.read() if cache else None
         if record is None:

@@ -74,7 +74,7 @@ class Turn:
     history: tuple[tuple[str, str], ...] = ()  # (observation, action) pairs before this turn
     admissible: tuple[str, ...] = ()  # the env's admissible actions before the turn (prompt input)
     # the policy that sampled it, counted in learner updates: the starting weights are 0, the weights after
-    # step t's update are t (prover/async_rollout.py states which version samples, learns and verifies what)
+    # step t's update are t (prover/episodes/async_rollout.py states which version samples, learns and verifies what)
     policy_version: int = 0
 
     @property

@@ -10,7 +10,7 @@ weights after the update, gathered from the shards under FSDP).
 
 accelerate (1.16) never shards on CPU by itself: a CPU process is MULTI_CPU, which makes every
 ``fsdp_config`` plain DDP, and its DeepSpeed branch is skipped whenever ``cpu=True`` (which the learner
-passes without a GPU). ``prover.distributed.shard_on_cpu`` sets accelerate's shared state up the way a GPU
+passes without a GPU). ``prover.system.distributed.shard_on_cpu`` sets accelerate's shared state up the way a GPU
 launch would,
 over gloo, so the learner's own ``Accelerator`` then runs accelerate's real FSDP2 or DeepSpeed path.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prover.distributed import shard_on_cpu
+from prover.system.distributed import shard_on_cpu
 
 N_ROWS = 4
 
@@ -46,7 +46,7 @@ def checkpoint(learner, out: Path) -> str | None:
     """The trainer's checkpoint of the updated learner (Trainer.save_checkpoint): None, or its error."""
     from prover.config import TrainConfig
     from prover.errors import CheckpointError
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
 
     weights = learner.gathered_state() if learner.accelerator.num_processes > 1 else None  # every process
     if not learner.accelerator.is_main_process:
@@ -63,7 +63,7 @@ def update(policy_dir: str, out_dir: str) -> None:
     from safetensors.torch import save_file
 
     from prover.config import LearnerConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     shard_on_cpu()
     # one mini-batch of one micro-batch (DeepSpeed steps after every backward); seq-mean-token-sum

@@ -50,7 +50,7 @@ def learner_update(policy_dir: str, out_dir: str, n_rows: int, chat_turns: int =
     """One PPO update on ``n_rows`` single-turn trajectories whose advantages are all nonzero, plus (with
     ``chat_turns``) one chat trajectory of that many append-only turns, which trains as one sequence row."""
     from prover.config import LearnerConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
     from prover.types import Advantages, Batch, Group, Trajectory, Turn
 
     cfg = LearnerConfig(lr=1e-2, mini_batch_rows=mini_rows, micro_batch_rows=1)

@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 that speaks the part of SGLang's native API prover uses.
 
-It is backed by a real (tiny) Qwen3 model loaded with ``prover.modeling.load_model``, so token ids
+It is backed by a real (tiny) Qwen3 model loaded with ``prover.learning.modeling.load_model``, so token ids
 and log-probs are genuine, and it follows SGLang's rules field by field where prover depends on them:
 
 - ``POST /generate``: batched ``input_ids`` with one ``sampling_params`` dict per prompt (unknown keys
@@ -118,7 +118,7 @@ class SGLangTestServer:
                  weights_readable: bool | None = None, dp_size: int = 1) -> None:
         """``weights_readable``: whether ``/get_weights_by_name`` works; None: as 0.5.23 does for this
         model's class. ``dp_size``: what ``/get_server_info`` reports (data-parallel replicas)."""
-        from prover.modeling import load_model, load_tokenizer
+        from prover.learning.modeling import load_model, load_tokenizer
 
         self.model_path = str(model_dir)
         self.api_key = api_key
@@ -356,7 +356,7 @@ class SGLangTestServer:
         self.weight_version = str(version) if version is not None else self.weight_version
 
     def _from_disk(self, h: Any, body: dict) -> tuple[int, Any]:
-        from prover.modeling import load_model
+        from prover.learning.modeling import load_model
 
         if self.faults.fail_sync:
             return 400, {"success": False, "message": "Failed to update weights: scripted failure",

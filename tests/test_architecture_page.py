@@ -43,9 +43,9 @@ def test_the_architecture_page_shows_the_floors_this_file_enforces() -> None:
 def test_the_page_parsers_read_what_they_are_given() -> None:
     page = ("# t\n## Arrows that must never exist\n- `a-rule`: words `x`\n  - `not-a-case`\n- `b`: y\n"
             "## Floors\n| floor | name | rooms |\n|---|---|---|\n| 1 | ground | `prover.a`, `prover.b` |\n"
-            "| 2 | run folder | `prover.run` (and its lock) |\n## Next\n- `c`: z\n")
+            "| 2 | run folder | `prover.rundir.run` (and its lock) |\n## Next\n- `c`: z\n")
     assert documented_arrows(page) == ["a-rule", "b"]
-    assert documented_floors(page) == [("ground", ("prover.a", "prover.b")), ("run folder", ("prover.run",))]
+    assert documented_floors(page) == [("ground", ("prover.a", "prover.b")), ("run folder", ("prover.rundir.run",))]
 
 
 def step_picture(text: str | None = None) -> str:

@@ -3,7 +3,7 @@
 then resumed with ``--resume`` from step 2's checkpoint.
 
 What must hold: metrics.jsonl holds every train step 1..N exactly once; no row was sampled by a version from
-the future or more than k behind; the rows after the resume follow the rule of prover/async_rollout.py from
+the future or more than k behind; the rows after the resume follow the rule of prover/episodes/async_rollout.py from
 the checkpoint's step t0 (the batch the killed worker sampled ahead was never saved, so it is sampled again
 by version t0); and the worker of the killed trainer leaves by itself (its pipe's EOF), orphaned by no one.
 """

@@ -2,7 +2,7 @@
 the worker's actual weights; the PPO ratio from the recorded sampling log-probs; which version verifies
 ProVer's segments; the worker's failures as one line, never a hang; the settings that are refused.
 
-The rule (prover/async_rollout.py): step s's rows are sampled by version max(t0, s-1-k), a version being
+The rule (prover/episodes/async_rollout.py): step s's rows are sampled by version max(t0, s-1-k), a version being
 the number of learner updates behind the weights; branching in step s's credit uses version s-1.
 """
 
@@ -18,10 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-import prover.learner
-import prover.learner_loss
-from prover.async_rollout import AheadBatches, StepBatches, WorkerSpec, make_batches
-from prover.branching import Brancher, BranchRequest, BranchResult
+import prover.learning.learner
+import prover.learning.learner_loss
 from prover.config import LearnerConfig, TrainConfig
 from prover.config_load import load_config
 from prover.credit.base import CreditContext
@@ -29,6 +27,8 @@ from prover.credit.prover import ProVer, ProVerConfig
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
 from prover.envs.alfworld_sim.env import AlfworldSimEnv
+from prover.episodes.async_rollout import AheadBatches, StepBatches, WorkerSpec, make_batches
+from prover.episodes.branching import Brancher, BranchRequest, BranchResult
 from prover.errors import ConfigError, EngineError, WorkerError
 from prover.registry import CREDIT
 from prover.rollout import Rollout
@@ -156,14 +156,14 @@ def test_the_ppo_ratio_is_taken_against_the_recorded_sampling_logprobs(tiny_poli
     turn.logprobs = list(now - offsets)
     batch.groups[0].trajectories[0].turns = [turn]  # one row
     seen = []
-    real = prover.learner_loss.ppo_token_loss
+    real = prover.learning.learner_loss.ppo_token_loss
 
     def spy(logp, old, adv, cfg):
         seen.append((logp.detach().clone(), old.detach().clone()))
         return real(logp, old, adv, cfg)
 
-    monkeypatch.setattr(prover.learner_loss, "ppo_token_loss", spy)
-    learner = prover.learner.Learner(tiny_policy_dir, LearnerConfig(lr=1e-6), max_completion_tokens=8)
+    monkeypatch.setattr(prover.learning.learner_loss, "ppo_token_loss", spy)
+    learner = prover.learning.learner.Learner(tiny_policy_dir, LearnerConfig(lr=1e-6), max_completion_tokens=8)
     adv = Advantages([[[np.ones(turn.n_tokens, np.float32)]]])
     learner.update(batch, adv)
     logp, old = seen[0][0][0], seen[0][1][0]  # the first mini-batch, its one row
@@ -339,7 +339,7 @@ def test_an_engine_over_shared_servers_is_refused():
 
 
 def test_several_training_processes_are_refused():
-    from prover.distributed import Ranks
+    from prover.system.distributed import Ranks
 
     ranks = Ranks.__new__(Ranks)
     ranks.rank, ranks.world = 0, 2

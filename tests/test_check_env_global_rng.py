@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from global_rng_envs import DeclaredDiceEnv, DiceEnv, NativeDiceEnv, SharedCounterEnv
 
-from prover.async_rollout import EnvFactory
 from prover.config_load import load_config
 from prover.envs import check_env, make_configured_env, make_env
 from prover.envs.checker import check_snapshot_restore
 from prover.envs.global_rng import GlobalRngIsolation, GlobalRngSlot, isolated_class
+from prover.episodes.async_rollout import EnvFactory
 from prover.errors import ContractError
 
 MODULE = "global_rng_envs"

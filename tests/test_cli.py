@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from prover.config_text import field_help
+from prover.settings.config_text import field_help
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("prover")
 

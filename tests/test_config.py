@@ -11,10 +11,10 @@ from pydantic import BaseModel
 from conftest import UnplayedEnv
 from prover.config import CreditConfig, JudgeConfig, TrainConfig
 from prover.config_load import load_config, parse_override
-from prover.config_text import field_help
 from prover.credit.grpo import GRPOConfig
 from prover.envs import TextEnv
 from prover.errors import ConfigError, NameNotFound, ProverError
+from prover.settings.config_text import field_help
 
 
 def config_error(*overrides: str, path: str | Path | None = None) -> str:
@@ -158,7 +158,7 @@ def test_a_key_given_twice_is_an_error_naming_it_and_its_lines(tmp_path, text, k
 def test_a_merge_key_brings_the_anchors_keys_and_the_mapping_may_override_them(tmp_path):
     """YAML's merge key (`<<: *anchor`) is how a bench file shares one row's settings with another; the
     duplicate-key check must read it as the anchor's keys, not as a key of its own."""
-    from prover.yaml_files import read_yaml
+    from prover.settings.yaml_files import read_yaml
 
     path = tmp_path / "merge.yaml"
     path.write_text("a: &base {x: 1, y: 2}\nb: {<<: *base, y: 3}\n")
@@ -178,7 +178,7 @@ def test_every_shipped_bench_file_loads(path):
 
 
 def test_a_config_over_the_size_bound_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import prover.yaml_files as yaml_files
+    import prover.settings.yaml_files as yaml_files
 
     path = tmp_path / "huge.yaml"
     path.write_text("seed: 1\n" + "# padding\n" * (yaml_files.MAX_CONFIG_BYTES // 10))

@@ -1,4 +1,4 @@
-"""Command-line values typed by the field they fill (prover/config_overrides.py): YAML reads
+"""Command-line values typed by the field they fill (prover/settings/config_overrides.py): YAML reads
 ``env.kwargs.actions=[1,2]`` as two ints, and a ``list[str]`` setting gets the text the user wrote."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The seams' Protocols (prover/engines/base.py ``EngineContract``, prover/judges/base.py ``JudgeContract``,
-prover/envs/base.py ``EnvContract``, prover/credit/base.py ``CreditContract``, prover/branching.py
+prover/envs/base.py ``EnvContract``, prover/credit/base.py ``CreditContract``, prover/episodes/branching.py
 ``BrancherContract``): every implementation prover ships or documents keeps its Protocol, and the registry
 refuses, when it loads one, a class that leaves a method unimplemented, in one line naming the method.
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prover.branching import Brancher, BrancherContract, BranchRequest, BranchResult
 from prover.credit.base import CreditAssigner, CreditContext, CreditContract
 from prover.engines.base import Engine, EngineContract
 from prover.envs.base import EnvContract, TextEnv
+from prover.episodes.branching import Brancher, BrancherContract, BranchRequest, BranchResult
 from prover.errors import PluginLoadError
 from prover.judges.base import Judge, JudgeContract
 from prover.registry import CREDIT, ENGINES, ENVS, JUDGES, Registry, protocol_methods, unimplemented

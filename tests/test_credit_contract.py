@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.spo_tree import Node, _values, edges
+from prover.episodes.branching import BranchResult
 from prover.registry import CREDIT
 from prover.types import Batch, Group, Trajectory, Turn
 

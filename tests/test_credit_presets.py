@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.spo_chain import SPOChain, SPOChainConfig
 from prover.credit.spo_tree import Node, SPOTreeConfig, _values, edges
+from prover.episodes.branching import BranchResult
 from prover.types import Batch, Group, Trajectory, Turn
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prover.branching import BranchResult
 from prover.chat import ChatModel, ChatReply
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
+from prover.episodes.branching import BranchResult
 from prover.judges.base import Judge
 from prover.registry import CREDIT
 from prover.types import JudgeResult, JudgeUsage, Proposal, Segment, Trajectory

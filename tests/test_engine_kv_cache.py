@@ -27,7 +27,7 @@ GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
 @pytest.fixture(scope="module")
 def sharp_dir(tiny_policy_dir, tmp_path_factory):
     """The tiny policy's folder with its projections and embeddings redrawn at a larger scale."""
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     out = tmp_path_factory.mktemp("sharp")
     for f in tiny_policy_dir.iterdir():
@@ -166,7 +166,7 @@ def test_weight_sync_empties_the_cache_and_nothing_stale_is_served(pair, sharp_d
 @pytest.mark.slow
 def test_lora_weights_merged_by_the_learner_give_the_same_chats(pair, sharp_dir):
     from prover.config import LearnerConfig, LoraConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     cached, plain = pair
     old = {k: v.clone() for k, v in cached.model.state_dict().items()}

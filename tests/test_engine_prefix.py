@@ -18,7 +18,7 @@ from scipy.stats import chisquare
 from prover.engines.hf import HFEngine
 from prover.engines.prefix import MIN_COMMON_PREFIX, common_prefix_length, layout, plan_duplicates
 from prover.envs import make_env
-from prover.turn_prompts import agent_spec_for, encode_prompt
+from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from prover.branching import Brancher, BranchRequest
 from prover.config_load import load_config
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
+from prover.episodes.branching import Brancher, BranchRequest
 from prover.rollout import Rollout, build_rollout
 from prover.types import SamplingParams
 

@@ -12,11 +12,12 @@ import numpy
 import pytest
 import yaml
 
-from prover import environment
+import prover
 from prover.cli import main
+from prover.commands.view import render
 from prover.config_load import load_config
-from prover.run import RunDir
-from prover.view import render
+from prover.rundir.run import RunDir
+from prover.system import environment
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -81,6 +82,16 @@ def test_the_commit_is_the_checkouts_and_says_when_it_has_uncommitted_changes(tm
     assert environment.git_commit(repo / "prover") == {"commit": head, "dirty": False}
     (repo / "prover" / "x.py").write_text("a = 2\n")
     assert environment.git_commit(repo / "prover") == {"commit": head, "dirty": True}
+
+
+def test_by_default_the_commit_is_that_of_the_checkout_holding_prover():
+    """With no source given, the checkout is the folder above the ``prover`` package, wherever in the
+    package the code that asks stands."""
+    root = Path(prover.__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("prover is not imported from a git checkout here")
+    found = environment.git_commit()
+    assert found is not None and found["commit"] == _git(root, "rev-parse", "HEAD")
 
 
 def test_version_prints_the_distributions_version_and_exits_0(capsys):

@@ -9,10 +9,10 @@ import pytest
 
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
-from prover.episode_chat import EpisodeChat
+from prover.episodes.episode_chat import EpisodeChat
+from prover.episodes.turn_prompts import agent_spec_for
 from prover.errors import ConfigError
 from prover.rollout import Rollout
-from prover.turn_prompts import agent_spec_for
 from prover.types import SamplingParams
 from test_engine_kv_cache import sharp_dir  # noqa: F401  (a fixture)
 from test_rollout import build_or_skip, one_name_per_env

@@ -12,7 +12,7 @@ import pytest
 import prover.trainer
 from conftest import TINY_RUN
 from prover.config_load import load_config
-from prover.eval_cache import EvalCache, eval_key
+from prover.rundir.eval_cache import EvalCache, eval_key
 from prover.trainer import Trainer
 
 pytestmark = pytest.mark.slow  # each test trains tiny runs
@@ -110,12 +110,12 @@ def test_only_a_fresh_single_process_start_is_kept(tmp_path):
 
 
 def test_a_cache_that_cannot_be_written_costs_a_note_not_the_run(tmp_path, monkeypatch, capsys):
-    import prover.eval_cache
+    import prover.rundir.eval_cache
 
     def full(path, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(prover.eval_cache, "write_atomic", full)
+    monkeypatch.setattr(prover.rundir.eval_cache, "write_atomic", full)
     rows = _train(tmp_path, "a", "steps=0")
     assert rows[0]["phase"] == "eval" and "eval/cached" not in rows[0]
     assert "eval.cache_dir: the evaluation was not kept" in capsys.readouterr().out

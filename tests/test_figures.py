@@ -18,7 +18,7 @@ from benchmarks.figures import notebook as notebook_page
 from benchmarks.perf import phases
 from prover.bench.forest import forest_rows, forest_svg
 from prover.bench.tables import CellResult
-from prover.svgchart import BETTER, NEITHER, WORSE, ForestRow, StackedBar, forest_chart, stacked_bars
+from prover.commands.svgchart import BETTER, NEITHER, WORSE, ForestRow, StackedBar, forest_chart, stacked_bars
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig, LoraConfig
-from prover.frozen_weights import FrozenBf16Linear, bf16_copies, keep_bf16_copies
-from prover.learner import Learner
+from prover.learning.frozen_weights import FrozenBf16Linear, bf16_copies, keep_bf16_copies
+from prover.learning.learner import Learner
 from test_learner_sequences import batch_of, chats
 
 

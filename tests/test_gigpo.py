@@ -199,7 +199,7 @@ def test_a_history_key_makes_almost_every_anchor_group_a_singleton():
 
 
 def test_groups_jsonl_shows_each_turns_state_key():
-    from prover.samples import KEY_CHARS, saved_groups
+    from prover.rundir.samples import KEY_CHARS, saved_groups
 
     batch = worked_batch()
     batch.groups[0].trajectories[1].turns[1].state_key = 7  # a number stays a number

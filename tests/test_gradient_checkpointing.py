@@ -12,8 +12,8 @@ import torch
 
 from prover.config import LearnerConfig, LoraConfig
 from prover.errors import ConfigError
-from prover.learner import Learner
-from prover.modeling import enable_checkpointing
+from prover.learning.learner import Learner
+from prover.learning.modeling import enable_checkpointing
 from test_learner_sequences import assert_same_gradient, batch_of, chats
 
 

@@ -17,7 +17,7 @@ import pytest
 from prover.config_load import load_config
 from prover.errors import ConfigError
 from prover.seeding import RUN_SEED_MAX
-from prover.yaml_files import MAX_EXPANDED_NODES
+from prover.settings.yaml_files import MAX_EXPANDED_NODES
 
 
 def bomb(levels: int = 9, width: int = 9, indent: str = "    ") -> list[str]:

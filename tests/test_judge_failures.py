@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 
 from openai_server import ScriptedServer, slow, status, text_reply, tool_reply
-from prover.branching import BranchResult
 from prover.chat import ReplyCache
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer
+from prover.episodes.branching import BranchResult
 from prover.errors import JudgeError
 from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 from prover.judges.health import FailureWatch, judge_metrics, usage_metrics
 from prover.judges.tools import turn_text
 from prover.progress import judge_warning
-from prover.samples import saved_groups
+from prover.rundir.samples import saved_groups
 from prover.types import Group, JudgeRequest, JudgeResult, JudgeUsage, Trajectory, Turn
 
 KEY = "sk-test-0123456789abcdefSECRET"

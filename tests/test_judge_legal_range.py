@@ -145,7 +145,7 @@ def test_prover_counts_the_judges_valid_proposals(server, make_batch):
 
     class Values:  # the Brancher's interface: every branch wins half its continuations
         def continue_from(self, requests, seed=0):
-            from prover.branching import BranchResult
+            from prover.episodes.branching import BranchResult
 
             return [BranchResult(r, np.arange(r.n) < r.n // 2, 0, []) for r in requests]
 

@@ -13,8 +13,14 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner_loss import engine_is_weights, mismatch_metrics, mismatch_sums, ppo_token_loss, token_losses
-from prover.learner_rows import Row
+from prover.learning.learner_loss import (
+    engine_is_weights,
+    mismatch_metrics,
+    mismatch_sums,
+    ppo_token_loss,
+    token_losses,
+)
+from prover.learning.learner_rows import Row
 from prover.types import Advantages
 
 HALF = math.log(0.5)
@@ -80,7 +86,7 @@ ADVANTAGES = [0.5, -1.0, 2.0]
 
 def policy_logprobs_by_hand(folder, batch) -> list[np.ndarray]:
     """The float32 model's log-probs of every turn's completion, each turn forwarded alone."""
-    from prover.modeling import completion_logits, gather_logprobs, load_model
+    from prover.learning.modeling import completion_logits, gather_logprobs, load_model
 
     model = load_model(folder, "float32")
     with torch.no_grad():
@@ -92,7 +98,7 @@ def policy_logprobs_by_hand(folder, batch) -> list[np.ndarray]:
 
 
 def update(folder, batch, **cfg) -> dict[str, float]:
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learner = Learner(folder, LearnerConfig(loss_agg="token-mean", lr=1e-3, **cfg), max_completion_tokens=3)
     adv = Advantages(values=[[[np.array(ADVANTAGES, np.float32)] * len(tr.turns) for tr in g.trajectories]
@@ -137,8 +143,8 @@ def test_a_float32_engines_sampling_log_probs_match_the_float32_learners(tiny_po
     update scores them (sequence rows): mean |log rho| under 1e-4 (a bfloat16 engine is about 1e-3 off)."""
     from prover.engines.hf import HFEngine
     from prover.envs import make_env
-    from prover.learner import Learner
-    from prover.learner_rows import rows_from, sequence_rows
+    from prover.learning.learner import Learner
+    from prover.learning.learner_rows import rows_from, sequence_rows
     from prover.rollout import Rollout
     from prover.types import SamplingParams
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner import length_batches, rows_from
-from prover.learner_loss import kl_penalty, ppo_token_loss, token_losses
-from prover.learner_rows import Row, token_weights
+from prover.learning.learner import length_batches, rows_from
+from prover.learning.learner_loss import kl_penalty, ppo_token_loss, token_losses
+from prover.learning.learner_rows import Row, token_weights
 from prover.types import Advantages
 
 

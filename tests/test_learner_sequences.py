@@ -17,10 +17,18 @@ import pytest
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner import Learner
-from prover.learner_rows import Row, SequenceRow, row_logits, rows_from, sequence_rows, split_run, unique_tokens
-from prover.modeling import gather_logprobs, load_model
-from prover.padding import turn_batches
+from prover.learning.learner import Learner
+from prover.learning.learner_rows import (
+    Row,
+    SequenceRow,
+    row_logits,
+    rows_from,
+    sequence_rows,
+    split_run,
+    unique_tokens,
+)
+from prover.learning.modeling import gather_logprobs, load_model
+from prover.learning.padding import turn_batches
 from prover.types import Advantages, Batch, Group, Trajectory, Turn
 
 

@@ -24,10 +24,10 @@ from literal_tokenizers import (
 from prover.chat.local import encode_messages, template_messages
 from prover.envs import make_env
 from prover.envs.agent_spec import AgentSpec
-from prover.literal_text import ENV_SPANS
+from prover.episodes.literal_text import ENV_SPANS
+from prover.episodes.turn_prompts import agent_spec_for
 from prover.policy.warmstart import expert_rows
 from prover.rollout import Rollout
-from prover.turn_prompts import agent_spec_for
 from prover.types import SamplingParams
 from test_episode_chat import conversation_text, smollm2_tokenizer  # noqa: F401  (a fixture)
 
@@ -181,8 +181,8 @@ def test_prompts_without_markers_are_the_templates_own_encoding(tok, context):
 
 
 def test_judge_prompts_and_completions_without_markers_are_the_plain_encoding(tok):
+    from prover.episodes.turn_prompts import encode_completion
     from prover.judges import tools as judge_tools
-    from prover.turn_prompts import encode_completion
 
     native = "tools" in (tok.chat_template or "")
     for schemas in (None, judge_tools.TOOL_SCHEMAS):

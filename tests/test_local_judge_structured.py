@@ -186,13 +186,13 @@ def test_the_hf_engine_builds_fresh_logits_processors_per_chunk(tiny_llamas):
 # -- the replies in groups.jsonl and `prover view` --------------------------------------------------
 
 def test_judge_replies_reach_groups_and_the_report(make_batch):
+    from prover.commands.view import group_html
     from prover.config import TrainConfig
     from prover.credit.base import CreditContext
     from prover.credit.prover import ProVer
     from prover.judges.base import Judge
-    from prover.samples import saved_groups
+    from prover.rundir.samples import saved_groups
     from prover.types import JudgeResult, Proposal, Segment
-    from prover.view import group_html
     from test_view import FixedValues
 
     replies = ['I look at <b>turn 1</b> & 2', '{"traj_id": "g1-t0", "start_turn": 1, "end_turn": 2}']
@@ -255,7 +255,7 @@ def fake_gguf(tiny_llamas, tmp_path, monkeypatch):
 
 def test_convert_writes_a_complete_folder_once(fake_gguf, tmp_path, monkeypatch, capsys):
     from prover.cli import main
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     src, loads = fake_gguf
     monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
@@ -314,7 +314,7 @@ def smollm2_installed() -> bool:
 def test_the_packaged_smollm2_converts_to_the_same_model(tmp_path):
     pytest.importorskip("gguf")
     from prover.judges.gguf_convert import convert, load_gguf, packaged_gguf
-    from prover.modeling import load_model, load_tokenizer
+    from prover.learning.modeling import load_model, load_tokenizer
 
     out, written = convert(out=tmp_path / "smollm2")
     assert written and out == tmp_path / "smollm2"

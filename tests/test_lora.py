@@ -1,5 +1,5 @@
-"""LoRA (``model.lora``, prover/lora.py) on the tiny policy: settings, what trains, what the engines get, what a
-checkpoint holds and what --resume restores.
+"""LoRA (``model.lora``, prover/learning/lora.py) on the tiny policy: settings, what trains, what the engines get, what
+a checkpoint holds and what --resume restores.
 
 Expected numbers come from LoRA's definition: an adapted linear layer's weight W (out x in) with factors
 B (out x r) and A (r x in) acts as W + (alpha / r) B A, computed here by hand from the tensors, never by
@@ -18,8 +18,8 @@ import torch
 from prover.cli import main
 from prover.config import LearnerConfig, LoraConfig, TrainConfig
 from prover.config_load import load_config
-from prover.config_text import field_help
 from prover.errors import ConfigError
+from prover.settings.config_text import field_help
 from prover.types import Advantages, SamplingParams
 
 RANK, ALPHA = 4, 8.0
@@ -30,13 +30,13 @@ PEFT_MARK = "base_model.model."
 
 
 def lora_learner(folder, **learner):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     return Learner(folder, LearnerConfig(**learner), lora=LORA)
 
 
 def plain_state(folder) -> dict[str, torch.Tensor]:
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     return load_model(folder).state_dict()
 
@@ -82,7 +82,7 @@ def test_lora_is_off_by_default_and_every_field_is_described():
 
 
 def test_a_checkpoint_from_before_lora_existed_still_resumes(tmp_path):
-    from prover.run import RUN_CONFIG, resume_differences
+    from prover.rundir.run import RUN_CONFIG, resume_differences
 
     cfg = TrainConfig()
     written = cfg.model_dump(mode="json")
@@ -162,13 +162,13 @@ def test_only_the_adapters_train_and_the_base_stays_bit_identical(tiny_policy_di
 
 
 def _linear_layers(folder) -> dict[str, torch.nn.Linear]:
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     return {n: m for n, m in load_model(folder).named_modules() if isinstance(m, torch.nn.Linear)}
 
 
 def test_the_kl_reference_is_the_base_with_adapters_off(tiny_policy_dir):
-    from prover.modeling import completion_logits, gather_logprobs, load_model
+    from prover.learning.modeling import completion_logits, gather_logprobs, load_model
 
     learner = lora_learner(tiny_policy_dir, kl_coef=0.1)
     assert learner.ref is None  # no second copy of the weights
@@ -186,7 +186,7 @@ def test_the_kl_reference_is_the_base_with_adapters_off(tiny_policy_dir):
 
 def test_the_hf_engine_samples_from_the_adapted_policy(tiny_policy_dir):
     from prover.engines.hf import HFEngine
-    from prover.modeling import completion_logits, gather_logprobs
+    from prover.learning.modeling import completion_logits, gather_logprobs
 
     learner = lora_learner(tiny_policy_dir)
     randomize_adapters(learner)
@@ -331,8 +331,8 @@ def test_a_sharded_resume_points_only_to_what_the_checkpoint_can_do(lora):
     # full model folder, which a LoRA checkpoint (the adapter alone) is not
     from types import SimpleNamespace
 
-    from prover.distributed import Ranks
     from prover.errors import CheckpointError
+    from prover.system.distributed import Ranks
 
     cfg = TrainConfig.model_validate({"model": {"lora": {"enabled": lora}}})
     with pytest.raises(CheckpointError) as err:

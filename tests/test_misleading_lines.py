@@ -19,7 +19,7 @@ from conftest import TINY_RUN
 from prover.cli import main
 from prover.config_load import load_config
 from prover.errors import RunFolderError
-from prover.run import RunDir
+from prover.rundir.run import RunDir
 
 
 def _old_run(folder: Path) -> None:

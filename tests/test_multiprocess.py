@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from prover.distributed import Ranks, merge_records
+from prover.system.distributed import Ranks, merge_records
 
 TESTS = Path(__file__).resolve().parent
 
@@ -100,7 +100,7 @@ def test_padding_rows_change_nothing(tiny_policy_dir):
     import numpy as np
 
     from prover.config import LearnerConfig
-    from prover.learner import Learner, Row
+    from prover.learning.learner import Learner, Row
 
     def one_update(n_padding: int) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
         learner = Learner(tiny_policy_dir, LearnerConfig(loss_agg="seq-mean-token-sum", grad_clip=1e9),

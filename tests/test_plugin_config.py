@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from conftest import TINY_RUN
 from prover.cli import main
 from prover.config_load import load_config
-from prover.config_text import field_help
 from prover.errors import ConfigError, validation_line
 from prover.plugin_config import Configurable
 from prover.registry import AUTOLOAD_OFF_VAR, CREDIT, JUDGES
+from prover.settings.config_text import field_help
 
 # -- engine.kwargs of the hf engine ------------------------------------------------------------------
 BAD_HF_KWARGS = {"engine.kwargs.batch_sise=4": "unknown config field 'engine.kwargs.batch_sise'",

@@ -19,7 +19,7 @@ from prover.config_load import load_config
 from prover.envs import make_env
 from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, warmstart_key
 from prover.progress import Reporter
-from prover.run import RunDir
+from prover.rundir.run import RunDir
 
 
 def _model_folder(where: Path, weights: bytes = b"\x00\x01" * 64) -> Path:

@@ -15,8 +15,8 @@ import pytest
 from conftest import TINY_RUN
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.alfworld_sim.env import AlfworldSimEnv
+from prover.episodes.turn_prompts import CHARS_PER_TOKEN, bounded_text, fit_prompt, prompt_budget
 from prover.errors import ConfigError
-from prover.turn_prompts import CHARS_PER_TOKEN, bounded_text, fit_prompt, prompt_budget
 
 MEGABYTE_OBSERVATION = "you see a cabinet 1, a drawer 2 and a countertop 3. " * 20_000  # 1.04 MB
 
@@ -145,8 +145,8 @@ def tiny_engine(tiny_policy_dir):
 
 
 def test_a_megabyte_observation_is_cut_in_rollouts_branches_and_evaluation(tiny_engine):
-    from prover.branching import Brancher, BranchRequest
     from prover.config_load import load_config
+    from prover.episodes.branching import Brancher, BranchRequest
     from prover.trainer import build_rollout, evaluate_policy
 
     cfg = load_config(overrides=["rollout.max_turns=3", "rollout.sampling.max_new_tokens=8", "eval.episodes=2"])

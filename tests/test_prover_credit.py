@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.grpo import GRPO, GRPOConfig
 from prover.credit.prover import ProVer, ProVerConfig
+from prover.episodes.branching import BranchResult
 from prover.errors import ConfigError, ProverError
 from prover.judges.base import Judge
 from prover.judges.contrast import ContrastJudge
@@ -146,7 +146,7 @@ def test_the_papers_win_range_scales_with_the_group_size(size, want):
 
 
 def test_config_yaml_records_the_effective_win_range(tmp_path):
-    from prover.config_text import dump_config
+    from prover.settings.config_text import dump_config
 
     cfg = load_config(None, ["rollout.group_size=4"])
     assert "#   credit.eligible: 1-1 wins of 4 (written as 1-3 of 8)" in dump_config(cfg)
@@ -250,9 +250,9 @@ def played(env, seed: int, name: str, choose, max_turns: int) -> Trajectory:
 
 @pytest.mark.slow
 def test_through_the_real_brancher(tmp_path):
-    from prover.branching import Brancher
     from prover.engines.hf import HFEngine
     from prover.envs import make_env
+    from prover.episodes.branching import Brancher
     from prover.policy.tiny import build_tiny_policy
     from prover.rollout import Rollout
     from prover.types import Batch, Group, SamplingParams

@@ -9,9 +9,9 @@ import pytest
 
 from prover.engines.hf import HFEngine
 from prover.envs import check_env, make_env
+from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 from prover.registry import ENVS
 from prover.rollout import Rollout
-from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 
 
@@ -108,7 +108,7 @@ def test_rollout_plays_each_tasks_own_group_size(tiny_engine):
 
 
 def test_brancher_continues_from_the_exact_recorded_state(tiny_engine):
-    from prover.branching import Brancher, BranchRequest
+    from prover.episodes.branching import Brancher, BranchRequest
     from prover.errors import CapabilityError
 
     rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=5,
@@ -139,7 +139,7 @@ def test_brancher_continues_from_the_exact_recorded_state(tiny_engine):
 
 
 def test_bounded_continuations_stop_and_resume_exactly(tiny_engine):
-    from prover.branching import Brancher, BranchRequest
+    from prover.episodes.branching import Brancher, BranchRequest
 
     rollout = Rollout(lambda: make_env("alfworld-sim"), tiny_engine, max_turns=6,
                       sampling=SamplingParams(max_new_tokens=10, temperature=1.0))

@@ -1,5 +1,5 @@
 """A run folder is data, never code: a checkpoint's optimizer and RNG state are tensors and plain values
-(prover/checkpoint_state.py), a crafted pickle in a checkpoint runs nothing on --resume or on conversion, an
+(prover/rundir/checkpoint_state.py), a crafted pickle in a checkpoint runs nothing on --resume or on conversion, an
 earlier version's pickle checkpoint gets one line saying how to convert it, and a checkpoint without its
 manifest is damaged. Real run folders, a real pickle that would write a marker file if it ever ran."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from prover.checkpoint_state import load_state, save_state, write_manifest
 from prover.cli import main
+from prover.rundir.checkpoint_state import load_state, save_state, write_manifest
 
 
 class _WritesAMarker:
@@ -145,7 +145,7 @@ def test_an_earlier_versions_checkpoint_gets_one_line_and_converts(run, capsys):
 def test_no_code_in_the_tree_reads_a_pickle():
     """Every loader of a file a user could be handed: torch.load only with weights_only=True, and no pickle,
     joblib, dill, shelve or numpy loads that allow pickles (bm25s, faiss and safetensors read data formats).
-    One exception, by name: ``from_peer`` of prover/async_rollout.py reads the OS pipe between the trainer and
+    One exception, by name: ``from_peer`` of prover/episodes/async_rollout.py reads the OS pipe between the trainer and
     the rollout worker it started (never a file); its body is that one call and nothing else unpickles."""
     import ast
 
@@ -153,7 +153,7 @@ def test_no_code_in_the_tree_reads_a_pickle():
     found = []
     for path in [*root.glob("prover/**/*.py"), *root.glob("plugins/*/*/**/*.py"), *root.glob("benchmarks/**/*.py")]:
         tree = ast.parse(path.read_text())
-        if path == root / "prover" / "async_rollout.py":
+        if path == root / "prover" / "episodes" / "async_rollout.py":
             [peer] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "from_peer"]
             assert ast.unparse(peer.body[-1]) == "return pickle.loads(data)" and len(peer.body) == 2  # doc, return
             tree.body.remove(peer)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from prover.cli import main
-from prover.run import RunLock
+from prover.rundir.run import RunLock
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -399,7 +399,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_checkpoint_sta
     line = _one_line(capsys)
     assert "could not write the checkpoint of step 2" in line and "the last checkpoint is intact" in line
     (disk / "filler").unlink()
-    from prover.checkpoint_state import checkpoint_problem
+    from prover.rundir.checkpoint_state import checkpoint_problem
 
     assert checkpoint_problem(folder / "checkpoints" / "step-1", verify_hashes=True) == ""
     assert not (folder / "checkpoints" / "step-2").exists()

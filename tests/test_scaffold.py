@@ -19,8 +19,8 @@ import yaml
 
 from conftest import TINY_RUN
 from prover.cli import main
+from prover.commands.scaffold import render
 from prover.registry import AUTOLOAD_OFF_VAR
-from prover.scaffold import render
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"env": "scaf-env", "credit": "scaf_credit", "judge": "scaf-judge"}  # both separators

@@ -205,8 +205,8 @@ def test_a_stop_string_cuts_the_completion_token_exactly():
     # Search-R1's _postprocess_responses cuts the text just after the first "</search>", else "</answer>".
     # Here the tokens ">." and ">," are merged, so the stop ends inside one: every id up to and including
     # that one is kept (the engine's own ids and log-probs), and the text is cut right after the tag.
+    from prover.episodes.turn_prompts import completion_of
     from prover.policy.tiny import train_tokenizer
-    from prover.turn_prompts import completion_of
     from prover.types import Generation
 
     tok = train_tokenizer(iter(["<search>q</search>. <answer>a</answer>, x"] * 50), 300)

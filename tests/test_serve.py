@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from prover.cli import main
+from prover.commands.serve import ensure_venv, healthy
 from prover.config_load import parse_override
-from prover.serve import ensure_venv, healthy
 
 # A stand-in for SGLang's launcher: FAKE_SGLANG=ok serves /health (after a short start-up), =exit dies at
 # once, =sick answers 503 forever. It records its arguments and pid in $FAKE_SGLANG_RECORD/<port>.json, and

@@ -252,7 +252,7 @@ def test_every_malformed_message_is_one_line_and_the_session_goes_on(pivot_serve
 def test_a_websocket_message_past_the_bound_closes_that_session_only(pivot_server):
     from websockets.exceptions import ConnectionClosed
 
-    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+    from prover.commands.serve_env_guard import MAX_MESSAGE_BYTES
 
     with raw_session(pivot_server.url) as ws:
         ws.send(json.dumps({"type": "step", "data": {"text": "x" * MAX_MESSAGE_BYTES}}))
@@ -269,7 +269,7 @@ def test_http_bodies_are_bounded_and_bad_ones_are_one_line(pivot_server):
     import http.client
     from urllib.parse import urlsplit
 
-    from prover.serve_env_guard import MAX_MESSAGE_BYTES
+    from prover.commands.serve_env_guard import MAX_MESSAGE_BYTES
 
     where = urlsplit(pivot_server.url)
 
@@ -338,7 +338,7 @@ def test_sigterm_with_a_session_open_stops_gracefully():
 def never_serves(monkeypatch):
     """Bad input must stop the command before it binds a port; were a check gone, the test fails at once
     instead of serving until killed."""
-    import prover.serve_env as serve_env
+    import prover.commands.serve_env as serve_env
 
     def refuse(host: str, port: int):
         raise AssertionError(f"serve-env got as far as binding {host}:{port}")
@@ -383,7 +383,7 @@ def test_a_busy_port_is_one_line(capsys):
 def test_info_is_made_json_plain():
     import numpy as np
 
-    from prover.openenv_bridge import plain
+    from prover.commands.openenv_bridge import plain
 
     assert plain({"a": (1, np.float32(0.5)), 2: [np.bool_(True), None, "x"], "p": Path("/t")}) == {
         "a": [1, 0.5], "2": [True, None, "x"], "p": "/t"}
@@ -392,8 +392,8 @@ def test_info_is_made_json_plain():
 
 @needs_openenv
 def test_a_failing_pivotal_turns_is_reported_and_the_step_still_answers(monkeypatch):
+    from prover.commands.openenv_bridge import EnvAction, ProverEnvironment
     from prover.errors import ContractError
-    from prover.openenv_bridge import EnvAction, ProverEnvironment
 
     env = make_env("pivot-sim", **PIVOT_KWARGS)
 
@@ -412,7 +412,7 @@ def test_a_failing_pivotal_turns_is_reported_and_the_step_still_answers(monkeypa
 
 
 def test_settings_come_from_the_config_file_and_the_arguments(tmp_path: Path):
-    from prover.serve_env import env_settings
+    from prover.commands.serve_env import env_settings
 
     config = tmp_path / "c.yaml"
     config.write_text("env:\n  name: pivot-sim\n  kwargs: {n_pivots: 1, delay: 5}\nrollout:\n  group_size: 4\n")

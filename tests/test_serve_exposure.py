@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from prover.cli import main
-from prover.serve_checks import RISK_FLAG, is_loopback
+from prover.commands.serve_checks import RISK_FLAG, is_loopback
 
 
 @pytest.fixture

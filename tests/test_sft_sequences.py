@@ -15,11 +15,11 @@ import random
 import pytest
 import torch
 
-import prover.learner as learner_mod
+import prover.learning.learner as learner_mod
 from prover.config import LearnerConfig
-from prover.learner import Learner
-from prover.learner_rows import chains_of, sft_rows
-from prover.padding import chain_batches
+from prover.learning.learner import Learner
+from prover.learning.learner_rows import chains_of, sft_rows
+from prover.learning.padding import chain_batches
 
 
 def episode(rng: random.Random, completions: list[int], first: int = 9, reply: int = 5) -> list[tuple]:

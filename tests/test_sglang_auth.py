@@ -60,7 +60,7 @@ def test_a_keyless_weight_update_is_refused_in_one_line(tiny_policy_dir, monkeyp
 
 
 def test_with_the_key_every_request_carries_it_and_weights_update(tiny_policy_dir, monkeypatch):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     monkeypatch.setenv(API_KEY_ENV, KEY)
     with SGLangTestServer(str(tiny_policy_dir), api_key=KEY, weights_readable=True) as srv:

@@ -21,8 +21,8 @@ import torch
 from prover.config import LearnerConfig
 from prover.engines.hf import HFEngine
 from prover.engines.sglang import SGLangEngine, parse_generation, request_seed, sampling_params
+from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 from prover.errors import ConfigError, EngineError
-from prover.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 from sglang_server import SGLangTestServer
 
@@ -180,7 +180,7 @@ def test_seeded_sampling_repeats_and_siblings_differ(server, tiny_policy_dir):
 # -- prefix cache and routing --------------------------------------------------------------------------
 
 def test_cached_tokens_count_a_seen_prefix_and_a_sync_clears_them(server, tiny_policy_dir):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     eng = make_engine(tiny_policy_dir, server)
     p = env_prompts(eng.tokenizer, [1])[0]
@@ -201,8 +201,8 @@ def test_cached_tokens_count_a_seen_prefix_and_a_sync_clears_them(server, tiny_p
 
 
 def test_routing_keeps_each_task_and_its_branches_on_one_server(tiny_policy_dir):
-    from prover.branching import Brancher, BranchRequest
     from prover.envs import make_env
+    from prover.episodes.branching import Brancher, BranchRequest
     from prover.rollout import Rollout
 
     with SGLangTestServer(str(tiny_policy_dir)) as a, SGLangTestServer(str(tiny_policy_dir)) as b:
@@ -291,7 +291,7 @@ def _nudge(learner, amount: float) -> None:
 
 
 def test_disk_sync_puts_the_learners_weights_on_the_server(server, tiny_policy_dir):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learner = Learner(tiny_policy_dir, LearnerConfig())
     eng = make_engine(tiny_policy_dir, server, check_weights=True)
@@ -311,7 +311,7 @@ def test_disk_sync_puts_the_learners_weights_on_the_server(server, tiny_policy_d
 
 
 def test_failed_or_fake_disk_sync_is_a_clear_error(server, tiny_policy_dir):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learner = Learner(tiny_policy_dir, LearnerConfig())
     eng = make_engine(tiny_policy_dir, server, check_weights=True)
@@ -334,7 +334,7 @@ def _post(url: str, path: str, body: dict) -> None:
 
 def test_distributed_sync_over_gloo(tiny_policy_dir):
     """The server runs in its own process, as SGLang does: a process group is per process."""
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("sglang_server.py")), str(tiny_policy_dir),
                              "--weights-readable"], stdout=subprocess.PIPE, text=True)

@@ -66,7 +66,7 @@ def readable(tiny_policy_dir):
 
 def test_distributed_sync_runs_in_a_weight_update_session_and_close_returns(tiny_policy_dir):
     """The server runs in its own process, as SGLang does: a process group is per process."""
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("sglang_server.py")), str(tiny_policy_dir),
                              "--weights-readable"], stdout=subprocess.PIPE, text=True)
@@ -138,7 +138,7 @@ def test_check_weights_on_a_server_that_cannot_read_weights_back_is_refused_at_s
 # -- 4. a flush refused while requests run or wait ------------------------------------------------
 
 def test_a_sync_waits_until_the_server_is_idle_then_flushes(readable, tiny_policy_dir):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learner = Learner(tiny_policy_dir, LearnerConfig())
     eng = SGLangEngine(str(tiny_policy_dir), urls=[readable.url], sync_timeout_s=30, check_weights=True, **FAST)
@@ -156,7 +156,7 @@ def test_a_sync_waits_until_the_server_is_idle_then_flushes(readable, tiny_polic
 
 
 def test_a_server_busy_past_the_sync_deadline_is_one_named_error(readable, tiny_policy_dir):
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learner = Learner(tiny_policy_dir, LearnerConfig())
     eng = SGLangEngine(str(tiny_policy_dir), urls=[readable.url], sync_timeout_s=0.5, **FAST)

@@ -38,7 +38,7 @@ def layer_kinds(model_type: str, config) -> list[str]:
     if model_type == "qwen3":
         return ["attention"] * n
     # SGLang reads full_attention_interval from config.json (its own Qwen3_5TextConfig); transformers 5 keeps
-    # only layer_types when it saves, so `prover serve` checks the folder (prover/serve.py)
+    # only layer_types when it saves, so `prover serve` checks the folder (prover/commands/serve.py)
     every = SHAPES[model_type]["full_attention_interval"]
     return ["attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
 
@@ -105,7 +105,7 @@ def sent_names(model_type: str, tiny_policy_dir: Path, folder: Path, tied: bool)
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from prover.config import LearnerConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     if model_type not in CONFIG_MAPPING:
         pytest.skip(f"this transformers has no {model_type}")
@@ -157,8 +157,8 @@ def test_the_check_catches_names_sglang_would_drop(tiny_policy_dir, tmp_path):
 def test_serve_refuses_a_qwen35_folder_sglang_cannot_lay_out(tiny_policy_dir, tmp_path):
     """transformers saves layer_types, SGLang 0.5.23 reads full_attention_interval: a folder prover saved
     is refused by `prover serve` with the line to add, and served once it is there."""
+    from prover.commands.serve import _model_dir
     from prover.errors import ConfigError
-    from prover.serve import _model_dir
 
     sent_names("qwen3_5_text", tiny_policy_dir, tmp_path / "m", True)
     config = json.loads((tmp_path / "m" / "config.json").read_text())

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from prover.checkpoint_state import checkpoint_problem
 from prover.cli import main
-from prover.run import RunDir
+from prover.rundir.checkpoint_state import checkpoint_problem
+from prover.rundir.run import RunDir
 
 STOPPED = "prover: stopped by SIGTERM; the last checkpoint is intact (resume with --resume)"
 
@@ -131,7 +131,7 @@ def test_every_spelling_of_an_empty_run_folder_is_refused_and_the_current_folder
 def test_resume_on_a_folder_in_use_names_the_holder_before_anything_else(tmp_path, capsys):
     folder = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from prover.run import RunLock; RunLock(Path(sys.argv[1])).acquire(); "
+                               "from prover.rundir.run import RunLock; RunLock(Path(sys.argv[1])).acquire(); "
                                "print('held', flush=True); time.sleep(60)", str(folder)],
                               stdout=subprocess.PIPE, text=True)
     try:

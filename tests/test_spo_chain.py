@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.spo_chain import SPOChain, SPOChainConfig, boundaries
+from prover.episodes.branching import BranchResult
 from prover.seeding import derive_seed
 from prover.types import Batch, Group, Trajectory, Turn
 

@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-import prover.modeling as modeling
+import prover.learning.modeling as modeling
 from prover.config import TrainConfig
 from prover.config_load import load_config
-from prover.modeling import SMALL_WIDTH, apply_threads, default_threads
+from prover.learning.modeling import SMALL_WIDTH, apply_threads, default_threads
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_train_applies_the_threads_once(tmp_path, monkeypatch):
 def test_the_warm_start_applies_the_threads(record_threads, tmp_path):
     import prover.policy as policy
     from prover.progress import Reporter
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
 
     cfg = load_config(None, [f"run.dir={tmp_path / 'run'}", "model.tiny.hidden_size=96"])
     with pytest.raises(Applied):
@@ -136,7 +136,7 @@ def test_eval_applies_the_threads_for_the_model_it_scores(record_threads, tmp_pa
 
 def test_threads_may_change_on_resume_and_do_not_change_a_bench_cells_hash(tmp_path):
     from prover.bench.matrix import settings_hash
-    from prover.run import RUN_CONFIG, resume_differences
+    from prover.rundir.run import RUN_CONFIG, resume_differences
 
     old = TrainConfig().model_dump(mode="json")
     old.pop("threads")  # a checkpoint written before the setting existed

@@ -18,8 +18,8 @@ import pytest
 from conftest import TINY_RUN
 from prover.cli import main
 from prover.config import TrainConfig
-from prover.run import RunDir
-from prover.trackers import KEPT_FILE, TRACKERS, Trackers, flat_config
+from prover.rundir.run import RunDir
+from prover.rundir.trackers import KEPT_FILE, TRACKERS, Trackers, flat_config
 
 # two rows as metrics.jsonl holds them: an evaluation, then a train step (a bool and an int among the numbers)
 ROWS = [{"step": 0, "phase": "eval", "eval/success": 0.25, "eval/episodes": 4.0},

@@ -15,7 +15,7 @@ from prover.config_load import load_config
 from prover.envs import make_env
 from prover.envs.train_checks import check_for_training, check_key
 from prover.errors import ContractError
-from prover.preflight import preflight
+from prover.rundir.preflight import preflight
 
 
 class ForgetfulDiceEnv(DiceEnv):

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from prover.branching import BranchResult
 from prover.config import TrainConfig
 from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.tree_grpo import Tree, TreeGRPO, TreeGRPOConfig, normalised
+from prover.episodes.branching import BranchResult
 from prover.errors import CapabilityError
 from prover.registry import CREDIT
 from prover.seeding import derive_seed

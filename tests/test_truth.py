@@ -1,4 +1,4 @@
-"""Judge diagnostics against the ground truth (prover/truth.py), on hand-built groups and a toy env whose
+"""Judge diagnostics against the ground truth (prover/episodes/truth.py), on hand-built groups and a toy env whose
 pivotal turns are written down by hand."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from prover.envs.base import TextEnv
-from prover.truth import TruthScorer, segment_hits
+from prover.episodes.truth import TruthScorer, segment_hits
 from prover.types import Batch, CheckedSegment, Group, Segment, Trajectory, Turn
 
 

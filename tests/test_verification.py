@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prover.branching import BranchResult
 from prover.credit.verification import Boundaries, Tally, free_tally, p_post_greater, settle, verify
+from prover.episodes.branching import BranchResult
 from prover.types import Group, Trajectory, Turn
 
 PRE, POST = 1, 3  # the boundary turns of the segment [1, 2] of the target

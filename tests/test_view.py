@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prover.branching import BranchResult
+from prover.commands.view import render, write_report
 from prover.config import TrainConfig
 from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer, ProVerConfig
+from prover.episodes.branching import BranchResult
 from prover.judges.base import Judge
-from prover.samples import saved_groups
+from prover.rundir.samples import saved_groups
 from prover.types import JudgeResult, Proposal, Segment
-from prover.view import render, write_report
 
 EVIL = "You see a <script>alert(1)</script> mug & a <b>knife</b>\x0b. "
 # the browser, under its Debian name first, and the Debian package that brings each missing piece
@@ -265,7 +265,7 @@ def test_a_tiny_run_keeps_groups_and_its_report_renders(tiny_run_overrides, tmp_
 
 
 def test_resume_and_fresh_start_keep_groups_in_step_with_metrics(tmp_path):
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
 
     run = RunDir(TrainConfig(run={"dir": str(tmp_path / "run")}))
     run.start(fresh=True)

@@ -13,7 +13,7 @@ Stages, each its own `prover train` process (a stage that fails is recorded with
 
 The JSON is rewritten after every stage, so a run stopped early keeps what it measured. ``--cpu`` runs the
 same stages on CPU at toy sizes (a smoke test of the script itself); there accelerate would run the FSDP
-config as plain DDP, so the FSDP stage sets accelerate's state up as on a GPU (prover.distributed.shard_on_cpu).
+config as plain DDP, so the FSDP stage sets accelerate's state up as on a GPU (prover.system.distributed.shard_on_cpu).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def build_big_model(tokenizer_dir: Path, out: Path, shape: dict) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from prover.modeling import load_tokenizer
+    from prover.learning.modeling import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     config = AutoConfig.for_model("qwen3_5_text", dtype="bfloat16", bos_token_id=tokenizer.bos_token_id,
@@ -183,7 +183,7 @@ def fsdp_entry(record: str, argv: list[str]) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        from prover.distributed import shard_on_cpu
+        from prover.system.distributed import shard_on_cpu
 
         shard_on_cpu()
     from accelerate.state import PartialState

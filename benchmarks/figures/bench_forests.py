@@ -14,7 +14,7 @@ from prover.bench.config import BenchConfig, load_bench_config
 from prover.bench.forest import FILE, forest_svg
 from prover.bench.matrix import cell_folder
 from prover.bench.tables import CellResult, final_eval, read_history
-from prover.svgchart import ForestRow, forest_chart, standalone
+from prover.commands.svgchart import ForestRow, forest_chart, standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "benchmarks" / "configs"

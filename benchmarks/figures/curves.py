@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from prover.svgchart import line_chart, side_by_side, standalone
+from prover.commands.svgchart import line_chart, side_by_side, standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = ROOT / "docs" / "bench" / "llm" / "cells" / "pivot-sim" / "grpo"

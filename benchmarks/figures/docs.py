@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.figures import bench_forests, curves, judges, render_or_check
-from prover.files import write_atomic
+from prover.system.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from prover.svgchart import ForestRow, forest_chart, standalone
+from prover.commands.svgchart import ForestRow, forest_chart, standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "benchmarks" / "results" / "judge_truth_llm.md"

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.figures import render_or_check
-from prover.environment import cpu
-from prover.files import write_atomic
+from prover.system.environment import cpu
+from prover.system.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "notebooks" / "tutorial.ipynb"

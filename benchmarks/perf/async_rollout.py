@@ -126,7 +126,7 @@ def section(res: dict) -> list[str]:
              f"{res['steps']} RL steps per cell ({res.get('method', '')}) from one warm start per env; the cells "
              "of a seed ran one after the other. `async` is two processes (learner, rollout worker), one torch "
              "thread each, and samples each step's batch one policy version behind the learner "
-             "(prover/async_rollout.py); `sync` is the usual loop on one thread"
+             "(prover/episodes/async_rollout.py); `sync` is the usual loop on one thread"
              + (", `sync-2-threads` the same on two" if any(c["threads"] == 2 for c in res["cells"]) else "")
              + ". Steps per hour exclude step 1 (the worker's start); the load average is at the end of each cell.", "",
              "| env | seed | mode | steps/h | vs sync | s/step: wait for batch | sampling | credit | learner "

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.perf.results import RESULTS, best_seconds, stamp
-from prover.environment import cpuinfo_fields
+from prover.system.environment import cpuinfo_fields
 
 OUT = RESULTS / "bandwidth.json"  # named in results.OTHER_PERF
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")

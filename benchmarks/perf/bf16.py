@@ -36,8 +36,8 @@ CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # prover's learner defaults (learner.clip_low /
 
 def openings(tokenizer, n: int = 8) -> list[list[int]]:
     from prover.envs import make_env
-    from prover.episode_chat import EpisodeChat
-    from prover.turn_prompts import agent_spec_for
+    from prover.episodes.episode_chat import EpisodeChat
+    from prover.episodes.turn_prompts import agent_spec_for
 
     chat, prompts = EpisodeChat(tokenizer), []
     for seed in range(n):
@@ -58,7 +58,7 @@ def ratio_stats(engine_lp: list[list[float]], learner_lp: list) -> dict:
 
 
 def learner_pass(model, prompts, completions, pad_id: int, autocast: bool) -> None:
-    from prover.modeling import completion_logits, gather_logprobs
+    from prover.learning.modeling import completion_logits, gather_logprobs
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         logits, targets, mask = completion_logits(model, prompts, completions, pad_id)

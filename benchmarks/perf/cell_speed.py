@@ -11,7 +11,7 @@ their wall-time ratio is the figure, and CPU seconds (from each process's own ru
 
 ``--later-cell`` times the after tree's cell as a bench matrix runs every method of a seed after its first:
 the step-0 evaluation of the shared policy is already in the bench's evaluation cache (``eval.cache_dir``,
-prover/eval_cache.py). The cache is filled for each seed, untimed, by a ``steps=0`` run of the after tree
+prover/rundir/eval_cache.py). The cache is filled for each seed, untimed, by a ``steps=0`` run of the after tree
 before the two cells start (what the seed's first cell computes); the before tree samples it as it always did.
 
 ``--threads 1`` sets OMP_NUM_THREADS=1 in both, as the bench files' two-process commands do; ``default``

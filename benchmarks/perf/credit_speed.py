@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from prover.branching import Brancher, BranchRequest, BranchResult
 from prover.config_load import load_config
 from prover.credit.base import CreditContext
 from prover.envs import make_env
+from prover.episodes.branching import Brancher, BranchRequest, BranchResult
 from prover.errors import ProverError
 from prover.judges import make_judge
 from prover.registry import CREDIT

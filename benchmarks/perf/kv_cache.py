@@ -38,7 +38,7 @@ SMOLLM2 = Path.home() / ".cache" / "prover" / "models" / "smollm2-135m-instruct"
 def episodes(tok, n: int, obs_tokens: int, turns: int) -> tuple[list[list[int]], list[list[list[int]]]]:
     """Each episode's first prompt, and the observation tokens appended at each later turn."""
     from prover.envs import make_env
-    from prover.turn_prompts import agent_spec_for, encode_prompt
+    from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 
     firsts, observations = [], []
     for task in range(n):

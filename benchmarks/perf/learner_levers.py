@@ -58,7 +58,7 @@ def learner(folder: Path, variant: str):
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     from prover.config import LearnerConfig, LoraConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     torch.manual_seed(0)
     cfg = LearnerConfig(autocast="bfloat16", frozen_bf16=variant != "autocast", mini_batch_rows=4096,
@@ -75,7 +75,7 @@ def learner(folder: Path, variant: str):
 
 def updates(folder: Path, chat: dict, n_chats: int, rounds: int) -> dict:
     """Each variant's update CPU seconds, round by round, the variants in turn."""
-    from prover.modeling import model_setting
+    from prover.learning.modeling import model_setting
 
     batch, adv = chats(episodes=n_chats, vocab=model_setting(folder, "vocab_size"), **chat)
     learners = {v: learner(folder, v) for v in VARIANTS}

@@ -129,8 +129,8 @@ def run_case(case: dict, folder: str, rows: int) -> dict:
     import torch
 
     from prover.config import LearnerConfig, LoraConfig
-    from prover.learner import Learner
-    from prover.modeling import model_setting
+    from prover.learning.learner import Learner
+    from prover.learning.modeling import model_setting
 
     torch.set_num_threads(case["threads"])
     torch.manual_seed(0)
@@ -179,7 +179,7 @@ def model_folder(name: str, tmp: Path) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from prover.modeling import quiet_transformers
+    from prover.learning.modeling import quiet_transformers
     from prover.policy.tiny import train_tokenizer
 
     quiet_transformers()

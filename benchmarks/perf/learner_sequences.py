@@ -68,7 +68,7 @@ def smollm2_shape(folder: Path, tokenizer_from: Path) -> Path:
 
 def measure(model: Path, batch, adv, repeats: int, micro_rows: int) -> dict[str, dict[str, float]]:
     from prover.config import LearnerConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
     learners = {mode: Learner(model, LearnerConfig(sequence_rows=(mode == "sequence rows"), mini_batch_rows=1024,
                                                    micro_batch_rows=micro_rows), max_completion_tokens=64)
                 for mode in ("turn rows", "sequence rows")}
@@ -99,7 +99,7 @@ def main() -> None:
     import torch
 
     from prover.envs import make_env
-    from prover.modeling import model_setting
+    from prover.learning.modeling import model_setting
     from prover.policy.tiny import build_tiny_policy
 
     torch.manual_seed(0)

@@ -83,7 +83,7 @@ def policies(policy: str | None) -> tuple[Path, Path]:
     from prover.config_load import load_config
     from prover.policy import base_policy, prepare_policy
     from prover.progress import Reporter
-    from prover.run import RunDir
+    from prover.rundir.run import RunDir
 
     cfg = load_config(None, [f"run.dir={ROOT / 'runs' / 'limits'}"])
     run = RunDir(cfg)
@@ -95,9 +95,9 @@ def policies(policy: str | None) -> tuple[Path, Path]:
 
 def sft_rows(base: Path, episodes: int) -> list:
     from prover.config import TrainConfig
-    from prover.modeling import load_tokenizer
+    from prover.episodes.turn_prompts import prompt_budget
+    from prover.learning.modeling import load_tokenizer
     from prover.policy.warmstart import expert_rows
-    from prover.turn_prompts import prompt_budget
 
     cfg = TrainConfig()
     return expert_rows(make_env_fn(), load_tokenizer(base), episodes=episodes, seed=0,
@@ -107,7 +107,7 @@ def sft_rows(base: Path, episodes: int) -> list:
 
 def sft_learner(base: Path):
     from prover.config import TrainConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     return Learner(base, TrainConfig().learner.model_copy(update={"lr": 1e-3}), seed=0)
 
@@ -168,7 +168,7 @@ def step_floor(warm: Path, context: int = 128, reps: int = 20) -> dict:
     """Milliseconds of one decode step (1 new token after ``context`` cached ones) for 1 and 64 rows: the
     fixed cost of a step against the cost of its rows."""
     from prover.engines.prefix import cache_kwarg, cache_of
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     model = load_model(warm).eval()
     out = {}
@@ -224,7 +224,7 @@ def lever_threads(base: Path, warm: Path, rows: list) -> dict:
 def padded_run(what: str, fn, base: Path, warm: Path, rows: list, kept: tuple) -> tuple[float, float]:
     """One epoch of SFT on ``rows`` or one RL update on ``kept``, on a fresh learner, with ``fn`` batching
     its rows; returns (padding share, seconds)."""
-    import prover.learner as lm
+    import prover.learning.learner as lm
 
     by_band, by_length = lm.length_batches, lm.micro_batch_order
     try:
@@ -242,7 +242,7 @@ def padded_run(what: str, fn, base: Path, warm: Path, rows: list, kept: tuple) -
 
 def lever_padding(base: Path, warm: Path, rows: list, kept: tuple) -> dict:
     """The same rows batched the old way and the new way, alternated twice: padding share and seconds."""
-    import prover.learner as lm
+    import prover.learning.learner as lm
 
     variants = {"sft": {"random batches (before)": functools.partial(lm.length_batches, pool=1),
                         "length bands": lm.length_batches},

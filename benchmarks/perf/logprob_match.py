@@ -56,7 +56,7 @@ def sample(cfg, folder: str, engine_dtype: str):
 
 def log_ratios(learner, batch) -> np.ndarray:
     """logp_learner - logp_engine of every sampled token, the learner's as its update forwards them."""
-    from prover.learner_rows import rows_from, sequence_rows
+    from prover.learning.learner_rows import rows_from, sequence_rows
     from prover.types import Advantages
 
     ones = [[[np.ones(t.n_tokens, np.float32) for t in tr.turns] for tr in g.trajectories] for g in batch.groups]
@@ -70,7 +70,7 @@ def log_ratios(learner, batch) -> np.ndarray:
 def ratio_stats(log_rho: np.ndarray, cfg) -> dict:
     import torch
 
-    from prover.learner_loss import engine_is_weights, mismatch_metrics, mismatch_sums
+    from prover.learning.learner_loss import engine_is_weights, mismatch_metrics, mismatch_sums
 
     t = torch.as_tensor(log_rho, dtype=torch.float64)
     metrics = mismatch_metrics(mismatch_sums(t, cfg))
@@ -83,7 +83,7 @@ def ratio_stats(log_rho: np.ndarray, cfg) -> dict:
 
 def measure_model(name: str, folder: str, cfg) -> dict:
     from prover.config import LearnerConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     learners = {label: Learner(folder, LearnerConfig(**{**cfg.learner.model_dump(), "autocast": autocast}),
                                dtype="float32", max_completion_tokens=cfg.rollout.sampling.max_new_tokens,

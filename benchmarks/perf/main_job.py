@@ -37,7 +37,7 @@ def main_child(run_dir: str, out: str) -> None:
         from prover.config_load import load_config
     except ImportError:  # a revision from before the loader was split off the schema
         from prover.config import load_config
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
     from prover.trainer import Trainer
 
     clocks: dict[str, float] = {}

@@ -37,7 +37,7 @@ def child(rows: int, shape: str, lora: bool, update: bool) -> dict:
     import torch
 
     from prover.config import LearnerConfig, LoraConfig
-    from prover.learner import Learner
+    from prover.learning.learner import Learner
 
     torch.manual_seed(0)
     cfg = LearnerConfig(micro_batch_rows=rows, mini_batch_rows=4096)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from benchmarks.perf.page_decode import STEP_CASES
 from benchmarks.perf.results import ROOT
-from prover.svgchart import StackedBar, stacked_bars, standalone
+from prover.commands.svgchart import StackedBar, stacked_bars, standalone
 
 FIGURE = ROOT / "docs" / "img" / "perf-phases.svg"
 PARTS = ["build the policy", "warm start: expert episodes", "warm start: SFT", "held-out evaluation", "rollout",

@@ -26,7 +26,7 @@ import time
 
 from prover.engines.hf import HFEngine
 from prover.envs import make_env
-from prover.turn_prompts import agent_spec_for, encode_prompt
+from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
 
 

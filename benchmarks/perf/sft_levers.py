@@ -34,7 +34,7 @@ def sft_step(model, optimizer, chunk, pad_id, bf16: bool) -> None:
     """One SFT batch as ``Learner.sft`` trains it (prompt tokens weigh 1, as the tiny default does)."""
     import torch
 
-    from prover.modeling import completion_logits, gather_logprobs
+    from prover.learning.modeling import completion_logits, gather_logprobs
 
     optimizer.zero_grad(set_to_none=True)
     cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
@@ -51,7 +51,7 @@ def ways(base: Path) -> dict:
     """name -> (model, optimizer, bf16), each from the same initial weights."""
     import torch
 
-    from prover.modeling import load_model
+    from prover.learning.modeling import load_model
 
     out = {}
     for name in ("eager", "compiled", "bf16 autocast"):
@@ -74,7 +74,7 @@ def measure(n_batches: int, rounds: int) -> dict:
     import torch
 
     from prover.envs import make_env
-    from prover.modeling import load_tokenizer
+    from prover.learning.modeling import load_tokenizer
     from prover.policy.tiny import build_tiny_policy
     from prover.policy.warmstart import expert_rows
 

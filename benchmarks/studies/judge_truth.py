@@ -4,7 +4,7 @@ A judge is scored where it is asked in training: the first success of a group th
 failure. The groups here are played by the env's observing expert with a share ``--random-share`` of its
 turns replaced by a uniformly random admissible action (the warm start's behaviour policy, not a trained
 one), so thousands of judged groups cost seconds and every judge sees the same groups. A proposal is a hit
-when its segment holds a pivotal turn (``env.pivotal_turns``; prover/truth.py); the pivotal share is the
+when its segment holds a pivotal turn (``env.pivotal_turns``; prover/episodes/truth.py); the pivotal share is the
 hit rate of a random one-turn segment, and "chance at its length" the hit rate of a random window as long as
 each proposal (a long segment hits more often for its length alone); "hit - chance" is their per-proposal
 difference with a t interval.
@@ -40,10 +40,10 @@ import yaml
 from scipy import stats
 
 from prover.envs import make_env
+from prover.episodes.truth import segment_hits
 from prover.judges.base import JudgeSettings
 from prover.judges.contrast import ContrastJudge, ContrastSettings, TextContrastJudge, TextContrastSettings
 from prover.judges.random_judge import RandomJudge
-from prover.truth import segment_hits
 from prover.types import Group, JudgeRequest, Trajectory, Turn
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from prover.errors import Stopped
-from prover.stopping import stop_waiting
+from prover.system.stopping import stop_waiting
 
 EPILOG = """matrix fields (a YAML file and/or dotted overrides such as steps=2 seeds=[0,1] envs=[webshop-sim]
 common.rollout.group_size=4 'methods=[grpo,prover+contrast]'):"""

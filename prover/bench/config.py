@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from prover.config_load import read_tree
 from prover.errors import ConfigError, validation_line
 from prover.seeding import RunSeed
-from prover.strict_numbers import StrictNumbers
+from prover.settings.strict_numbers import StrictNumbers
 
 
 class MethodSpec(BaseModel):

@@ -1,6 +1,6 @@
 """A bench's forest plot: per env, each method's final held-out success minus the baseline's on the same seed,
 the mean and the 95% paired t interval over seeds (Table 1's "Δ vs baseline" column, the interval its verdict
-reads), drawn as ``forest.svg`` beside results.md (``prover.svgchart``: no plotting library needed)."""
+reads), drawn as ``forest.svg`` beside results.md (``prover.commands.svgchart``: no plotting library needed)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prover.bench import stats
 from prover.bench.tables import CellResult, per_seed
-from prover.files import write_atomic
-from prover.svgchart import ForestRow, forest_chart, standalone
+from prover.commands.svgchart import ForestRow, forest_chart, standalone
+from prover.system.files import write_atomic
 
 FILE = "forest.svg"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from prover.bench import stats
 from prover.bench.tables import CellResult, Entry, table1, table2, table3
-from prover.files import write_atomic
+from prover.system.files import write_atomic
 
 # -- cells of text ---------------------------------------------------------------------------------
 

@@ -37,9 +37,9 @@ from prover.bench.tables import CELL_FILE, collect, final_eval, is_finished, rea
 from prover.config import TrainConfig
 from prover.envs import make_configured_env
 from prover.errors import ProverError
-from prover.files import write_atomic
 from prover.registry import CREDIT, JUDGES
-from prover.run import FileLock, RunDir
+from prover.rundir.run import FileLock, RunDir
+from prover.system.files import write_atomic
 
 Echo = Callable[[str], None]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from prover.bench import stats
 from prover.bench.matrix import Cell, Plan
-from prover.files import read_jsonl
+from prover.system.files import read_jsonl
 
 CELL_FILE = "cell.json"  # the settings hash a cell's run was started with
 TRUTH = ("truth/proposals", "truth/hits", "truth/accepted", "truth/accepted_hits")

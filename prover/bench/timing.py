@@ -21,8 +21,8 @@ from typing import Any
 
 from prover.bench.matrix import Cell, Plan, warmstart_folder
 from prover.bench.tables import is_finished, read_history, started_key
-from prover.files import write_atomic
-from prover.run import FileLock
+from prover.rundir.run import FileLock
+from prover.system.files import write_atomic
 
 FILE = "timings.json"
 

@@ -24,7 +24,7 @@ from prover.chat.cache import ReplyCache
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.chat.render import cut_text
 from prover.errors import ConfigError
-from prover.httpio import within
+from prover.system.httpio import within
 
 log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
 RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",

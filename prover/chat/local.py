@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prover.chat.base import ChatError, ChatModel, ChatReply
 from prover.chat.parsing import THINK, parse_tool_calls
+from prover.episodes.literal_text import ENV_SPANS, encode_chat
 from prover.errors import ConfigError
-from prover.literal_text import ENV_SPANS, encode_chat
-from prover.modeling import check_model_dir
+from prover.learning.modeling import check_model_dir
 from prover.types import SamplingParams
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def encode_messages(tokenizer: PreTrainedTokenizerBase, messages: list[dict], to
                     native_tools: bool,
                     template_kwargs: dict) -> list[int]:
     """A request's prompt ids through the chat template, ready for the model's reply; the text of its user
-    and tool messages stays literal (``prover/literal_text.py``): a trajectory or a tool's output cannot
+    and tool messages stays literal (``prover/episodes/literal_text.py``): a trajectory or a tool's output cannot
     write a turn of its own."""
     kwargs = dict(template_kwargs)
     if tools and native_tools:

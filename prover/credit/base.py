@@ -24,8 +24,8 @@ from prover.registry import ENVS, required
 from prover.types import Advantages, Batch, Group, GroupValues, Trajectory, Turn
 
 if TYPE_CHECKING:
-    from prover.branching import BrancherContract
     from prover.config import RewardConfig, TrainConfig
+    from prover.episodes.branching import BrancherContract
     from prover.judges.base import JudgeContract
 
 

@@ -37,7 +37,7 @@ Departures and choices (all switches):
 6. Under asynchronous rollouts (``rollout.max_off_policy_steps`` = k), step s's segments were sampled by
    policy version s-1-k and are verified with continuations of version s-1, the learner's, whose update the
    bonus steers; each checked segment records both (``sampled_version``, ``verify_version``;
-   prover/async_rollout.py). Free samples are the group's own runs, of version s-1-k.
+   prover/episodes/async_rollout.py). Free samples are the group's own runs, of version s-1-k.
 """
 
 from __future__ import annotations

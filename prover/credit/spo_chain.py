@@ -47,8 +47,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range
+from prover.episodes.branching import BranchRequest
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, GroupValues, Trajectory
 

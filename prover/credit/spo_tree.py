@@ -43,9 +43,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, broadcast, in_win_range
 from prover.credit.spo_chain import SPOSharedConfig, probability_mask, whiten
+from prover.episodes.branching import BranchRequest
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Group, Trajectory
 

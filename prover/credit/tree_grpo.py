@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import Field
 
-from prover.branching import BranchRequest
 from prover.credit.base import CreditAssigner, CreditContext, WinRangeConfig, broadcast, in_win_range, trajectory_score
+from prover.episodes.branching import BranchRequest
 from prover.seeding import derive_seed
 from prover.types import Advantages, Batch, Group, Trajectory
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prover.branching import BrancherContract, BranchRequest
+from prover.episodes.branching import BrancherContract, BranchRequest
 from prover.errors import ContractError
 from prover.seeding import derive_seed
 from prover.types import Group
@@ -209,6 +209,6 @@ def verify_metrics(verdicts: list[Verdict]) -> dict[str, float]:
            "credit/verify_free_samples": float(sum(v.pre.free + v.post.free for v in verdicts)),
            "credit/verify_rounds": float(max((v.rounds for v in verdicts), default=0))}
     versions = [v.verify_version for v in verdicts if v.verify_version is not None]
-    if versions:  # the policy whose continuations verified the step's segments (prover/async_rollout.py)
+    if versions:  # the policy whose continuations verified the step's segments (prover/episodes/async_rollout.py)
         out["credit/verify_policy_version"] = float(max(versions))
     return out

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from prover.environment import cpuinfo_fields
-from prover.files import cache_root
+from prover.system.environment import cpuinfo_fields
+from prover.system.files import cache_root
 
 SOURCE = Path(__file__).with_name("decode_kernels.c")
 COMPILE_TIMEOUT_S = 120

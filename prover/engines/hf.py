@@ -35,7 +35,14 @@ from prover.engines.prefix import (
     sharing_mode,
 )
 from prover.errors import CapabilityError
-from prover.modeling import completion_logits, gather_logprobs, load_model, load_tokenizer, model_positions, stop_ids
+from prover.learning.modeling import (
+    completion_logits,
+    gather_logprobs,
+    load_model,
+    load_tokenizer,
+    model_positions,
+    stop_ids,
+)
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 

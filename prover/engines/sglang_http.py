@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from prover.errors import EngineError
-from prover.httpio import fetch
+from prover.system.httpio import fetch
 
 T = TypeVar("T")
 

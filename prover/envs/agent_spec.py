@@ -5,7 +5,7 @@ benchmark it stands in for build identical prompts and parse identical actions. 
 is the task plus the last ``history_window`` (observation, action) pairs, as in verl-agent's
 "step-independent" rollout: prompts stay bounded on long episodes and restarting from turn t is exact.
 
-With ``rollout.context=chat`` the episode is one growing chat instead (``prover/episode_chat.py``): the
+With ``rollout.context=chat`` the episode is one growing chat instead (``prover/episodes/episode_chat.py``): the
 opening messages (``system_prompt`` when set, then ``first_template`` with the task and first observation),
 then each turn's completion as the assistant message and ``reply_template`` (the env's answer and the
 admissible actions) as the next user message. ``history_window`` plays no part there: the chat is the history.
@@ -18,7 +18,7 @@ import string
 from dataclasses import dataclass
 from typing import TypeVar
 
-from prover.literal_text import ENV_SPANS
+from prover.episodes.literal_text import ENV_SPANS
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class AgentSpec:
 
     def chat_opening(self, task: str, observation: str, actions: list[str] | None) -> list[dict]:
         """The messages a chat episode starts with: the system prompt (when set), then the first prompt; its
-        ``ENV_SPANS`` say which of its text is the env's (kept literal when encoded: prover/literal_text.py)."""
+        ``ENV_SPANS`` say which of its text is the env's (kept literal when encoded:
+        prover/episodes/literal_text.py)."""
         text, spans = self.render_marked(task, observation, actions, [], 0)
         first = {"role": "user", "content": text, ENV_SPANS: spans}
         return ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [first]

@@ -5,7 +5,7 @@ openenv-core, the ``openenv`` extra), so the server must allow as many sessions 
 instances (``prover serve-env --max-sessions``). ``reset`` sends ``seed`` and ``options`` (the rollout's
 ``{"split": ...}``) plus ``reset_kwargs``; a step sends ``{action_key: text}``.
 
-What comes back is read as ``prover serve-env`` writes it (``prover.openenv_bridge``), and as plainly as
+What comes back is read as ``prover serve-env`` writes it (``prover.commands.openenv_bridge``), and as plainly as
 possible otherwise: the observation's ``text_key`` field (else the whole observation as JSON) is the text,
 its ``admissible_actions``, ``task`` and ``info`` fields are used where present, ``terminated`` and
 ``truncated`` where present (else OpenEnv's ``done`` is a termination), and the episode is won by the

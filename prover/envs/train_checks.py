@@ -1,4 +1,4 @@
-"""The env contract checks a training run makes before its first step (``prover.preflight``).
+"""The env contract checks a training run makes before its first step (``prover.rundir.preflight``).
 
 Most of the contract shows itself in training: a reset that does not give text, an action that raises, a
 bad info dict end an episode or the run with one line. Two rules do not: an env whose instances share

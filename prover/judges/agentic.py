@@ -60,7 +60,7 @@ from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.prompts import ANSWER_ONLY_PROMPT, SYSTEM_PROMPT, repair_message, user_prompt
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, run_tool
-from prover.modeling import check_model_dir
+from prover.learning.modeling import check_model_dir
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]
@@ -318,7 +318,7 @@ class AgenticJudge(Judge):
         try:
             return list(pool.map(self.propose, requests))
         finally:  # a stop (SIGTERM, Ctrl-C) must not wait here for requests still in flight; they give up
-            pool.shutdown(wait=False, cancel_futures=True)  # on their own (prover.httpio.within)
+            pool.shutdown(wait=False, cancel_futures=True)  # on their own (prover.system.httpio.within)
 
     def check_ready(self) -> None:
         self.chat.check_ready()

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import ConfigError
-from prover.files import CACHE_ENV, cache_root, sha256_of
 from prover.judges.shipped import SHIPPED, ShippedModel, assemble, packaged
-from prover.modeling import quiet_transformers
+from prover.learning.modeling import quiet_transformers
+from prover.system.files import CACHE_ENV, cache_root, sha256_of
 
 DEFAULT_MODEL = "smollm2-135m"  # the shipped model converted when no file is given
 DEFAULT_NAME = "smollm2-135m-instruct"  # its folder's name

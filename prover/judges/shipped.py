@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prover.errors import ConfigError
-from prover.files import cache_root, sha256_of
+from prover.system.files import cache_root, sha256_of
 
 LLAMACPP = "pip install -c constraints/cpu.txt -e '.[llamacpp]'"
 

@@ -17,16 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prover.config import TrainConfig, warmstart_lr
-from prover.distributed import world_size
 from prover.envs.base import TextEnv
+from prover.episodes.turn_prompts import prompt_budget
 from prover.errors import CheckpointError
-from prover.files import write_atomic
-from prover.modeling import apply_threads, check_model_dir, model_positions
+from prover.learning.modeling import apply_threads, check_model_dir, model_positions
 from prover.policy.tiny import build_tiny_policy
 from prover.policy.warmstart import expert_rows
 from prover.progress import Reporter
-from prover.run import FileLock, RunDir
-from prover.turn_prompts import prompt_budget
+from prover.rundir.run import FileLock, RunDir
+from prover.system.distributed import world_size
+from prover.system.files import write_atomic
 
 
 def settings_key(*parts: object) -> str:
@@ -117,7 +117,7 @@ def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) 
 def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], TextEnv],
                report: Reporter) -> dict[str, float]:
     """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
-    from prover.learner import Learner  # here: it loads torch, and prover.policy must import without it
+    from prover.learning.learner import Learner  # here: it loads torch, and prover.policy must import without it
 
     ws = cfg.warmstart
     learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),

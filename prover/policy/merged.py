@@ -1,6 +1,6 @@
 """The policy a LoRA checkpoint stands for, as a whole Hugging Face folder: its base (``prepare_policy``)
 with the adapter merged in, for ``prover eval``, which scores whole folders. It builds a policy, so it lives
-with the policy's other builders; ``prover.lora`` keeps the adapter arithmetic and imports no builder."""
+with the policy's other builders; ``prover.learning.lora`` keeps the adapter arithmetic and imports no builder."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 from prover.config import TrainConfig
 from prover.envs import make_configured_env
-from prover.learner import Learner
-from prover.lora import check_base
+from prover.learning.learner import Learner
+from prover.learning.lora import check_base
 from prover.policy import build_once, prepare_policy
 from prover.progress import Reporter
-from prover.run import RunDir
+from prover.rundir.run import RunDir
 
 
 def merged_policy(cfg: TrainConfig, adapter: Path, report: Reporter) -> Path:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prover.envs.base import TextEnv
-from prover.modeling import TINY_POSITIONS, quiet_transformers
-from prover.turn_prompts import agent_spec_for, bounded_text
+from prover.episodes.turn_prompts import agent_spec_for, bounded_text
+from prover.learning.modeling import TINY_POSITIONS, quiet_transformers
 
 ENTITY_PIECES = r" ?[A-Za-z]+ [0-9]+| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+"
 PAD, BOS, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from prover.envs.base import TextEnv
 from prover.envs.text import text_problem, unencodable
-from prover.episode_chat import EpisodeChat
+from prover.episodes.episode_chat import EpisodeChat
+from prover.episodes.turn_prompts import agent_spec_for, bounded_text, encode_completion, fit_prompt
 from prover.errors import CapabilityError, EnvTextError
-from prover.turn_prompts import agent_spec_for, bounded_text, encode_completion, fit_prompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -106,7 +106,7 @@ def expert_rows(make_env: Callable[[], TextEnv], tokenizer: PreTrainedTokenizerB
     """(prompt ids, completion ids) for every turn of noisy-expert episodes on the train split;
     ``on_episode`` is called after each episode (progress: a real engine takes seconds per episode).
     ``context`` is ``rollout.context``: with "chat" each prompt is the episode's chat so far, grown as the
-    rollout grows it (prover/episode_chat.py), and an episode whose chat outgrows the budget stops there.
+    rollout grows it (prover/episodes/episode_chat.py), and an episode whose chat outgrows the budget stops there.
 
     The episode follows the recorded action, so states after a random action (and the expert's
     recovery from them) are in the data, as they will be in the policy's own rollouts. An expert that

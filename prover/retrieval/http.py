@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from prover.errors import RetrievalError
-from prover.httpio import fetch
 from prover.retrieval.base import Passage
+from prover.system.httpio import fetch
 
 
 class HttpRetriever:

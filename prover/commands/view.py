@@ -16,10 +16,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from prover.environment import ENVIRONMENT_FILE, summary_lines
+from prover.commands.svgchart import line_chart
 from prover.errors import ConfigError, ProverError
-from prover.files import read_jsonl
-from prover.svgchart import line_chart
+from prover.system.environment import ENVIRONMENT_FILE, summary_lines
+from prover.system.files import read_jsonl
 
 OBS_EXCERPT = 240  # characters of an observation shown before "more"
 CHARTS = [  # (title, [(series name, phase, metric)], fixed y range or None)
@@ -174,7 +174,7 @@ def _summary(run: Path, history: list[dict[str, Any]], notes: list[str]) -> str:
     # lazy: every command builds this module's parser; yaml loads only when a page is made
     import yaml
 
-    from prover.yaml_files import load_yaml_text
+    from prover.settings.yaml_files import load_yaml_text
 
     rows: list[tuple[str, str]] = []
     cfg_path = run / "config.yaml"

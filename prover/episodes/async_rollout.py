@@ -18,7 +18,7 @@ segment records both (``sampled_version``, ``verify_version``, also in groups.js
 rows' version s-1-k.
 
 PPO under staleness: the learner's ratio is exp(logp_now - logp_sampled) with the log-probs the rollout
-recorded (prover/learner.py never recomputes them), so the update is importance-weighted towards the
+recorded (prover/learning/learner.py never recomputes them), so the update is importance-weighted towards the
 sampling policy and clipped as PPO clips; ``learner/ppo_kl`` and ``learner/clipfrac`` show the distance.
 
 How (k > 0): a worker process (a fresh interpreter running ``worker_main``) builds its own engine and envs
@@ -183,7 +183,7 @@ class Pipe:
                 pass
 
 
-WORKER_CODE = ("import sys; from prover.async_rollout import worker_main; "
+WORKER_CODE = ("import sys; from prover.episodes.async_rollout import worker_main; "
                "worker_main(int(sys.argv[1]), int(sys.argv[2]))")
 
 

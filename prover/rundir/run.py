@@ -1,16 +1,18 @@
 """The run folder: resolved config, metrics.jsonl, models and atomic checkpoints.
 
     <run.dir>/config.yaml          the resolved config of the run
-    <run.dir>/environment.json     what else its numbers depend on: versions, CPU, threads, GPUs (prover/environment.py)
+    <run.dir>/environment.json     what else its numbers depend on: versions, CPU, threads, GPUs
+                                   (prover/system/environment.py)
     <run.dir>/metrics.jsonl        one JSON object per evaluation and per RL step
     <run.dir>/groups.jsonl         a few rollout groups per step as text (run.save_groups), for `prover view`
-    <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/trackers.py)
+    <run.dir>/tensorboard/ ...     what the trackers of run.report_to write (see prover/rundir/trackers.py)
     <run.dir>/trackers.json        the tracker runs (ids, last row sent) that --resume continues
     <run.dir>/models/base-<hash>       the initial policy (the tiny model when model.path=tiny)
     <run.dir>/models/warmstart-<hash>  the policy after SFT
-    <run.dir>/checkpoints/step-N   model and tokenizer (with model.lora, the adapter alone: see prover/lora.py),
+    <run.dir>/checkpoints/step-N   model and tokenizer (with model.lora, the adapter alone: see
+                                   prover/learning/lora.py),
                                    optimizer and rng state (.json + .safetensors: data, never a pickle; see
-                                   prover/checkpoint_state.py), manifest.json, state.json
+                                   prover/rundir/checkpoint_state.py), manifest.json, state.json
 
 A checkpoint is written to a temporary folder and renamed into place, so a run killed at any moment
 leaves the previous checkpoint intact. Metrics are appended before the checkpoint is written; on
@@ -30,14 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prover.checkpoint_state import checkpoint_problem, load_state, refuse_old_format, save_state, write_manifest
 from prover.config import TrainConfig
-from prover.config_text import dump_config
-from prover.environment import ENVIRONMENT_FILE, write_environment
 from prover.errors import CheckpointError, ConfigError, RunFolderError
-from prover.files import read_jsonl, write_atomic
-from prover.stopping import STARTED
-from prover.trackers import KEPT_FILE, Trackers
+from prover.rundir.checkpoint_state import checkpoint_problem, load_state, refuse_old_format, save_state, write_manifest
+from prover.rundir.trackers import KEPT_FILE, Trackers
+from prover.settings.config_text import dump_config
+from prover.system.environment import ENVIRONMENT_FILE, write_environment
+from prover.system.files import read_jsonl, write_atomic
+from prover.system.stopping import STARTED
 
 
 def in_use(folder: Path, holder: str) -> RunFolderError:

@@ -1,5 +1,5 @@
 """Rows batched by length, and how much of a padded forward pass is padding: the SFT's and the learner's
-batching (``prover.learner``), kept apart so the learner's file holds the update itself."""
+batching (``prover.learning.learner``), kept apart so the learner's file holds the update itself."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from prover.config import LearnerConfig
-from prover.learner_rows import Row
-from prover.padding import padding_share
+from prover.learning.learner_rows import Row
+from prover.learning.padding import padding_share
 
 
 def kl_penalty(logp: torch.Tensor, ref: torch.Tensor, kind: str) -> torch.Tensor:

@@ -11,10 +11,10 @@ from pydantic import BaseModel
 
 from prover.config import TrainConfig
 from prover.envs.base import TextEnv
+from prover.episodes.turn_prompts import prompt_budget
 from prover.errors import ConfigError, ContractError
-from prover.modeling import model_positions
+from prover.learning.modeling import model_positions
 from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
-from prover.turn_prompts import prompt_budget
 
 
 def check_env_settings(name: str, kwargs: dict[str, Any]) -> BaseModel:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prover.files import write_atomic
+from prover.system.files import write_atomic
 
 ENVIRONMENT_FILE = "environment.json"
 DISTRIBUTION = "prover-rl"  # prover's name on PyPI (the import name `prover` is another project's there)
@@ -37,7 +37,7 @@ def prover_version() -> str:
 def git_commit(source: Path | None = None) -> dict[str, Any] | None:
     """The commit of the checkout that holds prover's source, and whether it has uncommitted changes; None
     when the source is no git checkout (an installed wheel) or git does not answer within GIT_TIMEOUT_S."""
-    root = (source or Path(__file__).resolve().parent).parent
+    root = (source or Path(__file__).resolve().parents[1]).parent
     if not (root / ".git").exists():  # a worktree's .git is a file, a clone's a folder
         return None
     try:

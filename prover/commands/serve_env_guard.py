@@ -16,7 +16,7 @@
   1013 and the reason (``ReasonsShown``).
 
 The bounds on what the messages hold (seeds, options, action length) are the env bridge's
-(``prover.openenv_bridge``), so that they hold for every route.
+(``prover.commands.openenv_bridge``), so that they hold for every route.
 """
 
 from __future__ import annotations

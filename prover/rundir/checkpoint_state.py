@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prover.errors import CheckpointError
-from prover.files import sha256_of
+from prover.system.files import sha256_of
 
 OLD_FILES = ("optimizer.pt", "rng.pt")
 MANIFEST = "manifest.json"

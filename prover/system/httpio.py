@@ -5,7 +5,8 @@ A socket timeout restarts with every byte, so a server that trickles its reply (
 endless chunked body, headers sent a byte at a time) would hold a per-read client forever. ``fetch`` arms a
 timer that shuts the socket down at the deadline; ``within`` runs a call we cannot reach into (LiteLLM's)
 on a daemon thread and stops waiting for it at the deadline, or as soon as the process is stopping
-(``prover.stopping.stop_waiting``, called on SIGTERM and Ctrl-C), so that a stuck call never keeps a run from exiting.
+(``prover.system.stopping.stop_waiting``, called on SIGTERM and Ctrl-C), so that a stuck call never keeps a run from
+exiting.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from prover.errors import Stopped
-from prover.stopping import STOPPING
+from prover.system.stopping import STOPPING
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often a waiting ``within`` looks at STOPPING (a signal itself wakes the main thread)

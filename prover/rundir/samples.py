@@ -18,8 +18,8 @@ number or null as it is, anything else as its ``repr``, cut to KEY_CHARS): the k
 ``segments`` are the judge's proposals as the credit method
 checked them: ``delta`` is null for one dropped by validation (``problem`` says why).
 ``sampled_version`` and ``verify_version`` are the policy versions that sampled the segment and played
-the continuations that verified it (prover/async_rollout.py; null when unknown or not verified). ``judge_failure``
-says why a group the judge was asked about got no proposal at all, e.g. "judge request failed
+the continuations that verified it (prover/episodes/async_rollout.py; null when unknown or not verified).
+``judge_failure`` says why a group the judge was asked about got no proposal at all, e.g. "judge request failed
 (http_401): ..." (one line, key-free, at most 500 characters); null when it got one or was not asked.
 ``judge_replies`` are an LLM judge's replies to the group's request (its text and tool calls, each cut to
 ``judge.max_reply_chars`` and then to TEXT_CHARS); empty for free judges and groups it was not asked about.

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from prover.config import TrainConfig
 from prover.errors import CheckpointError, ConfigError, ContractError, ProverError, RunFolderError
-from prover.lora import check_lora
-from prover.modeling import check_model_dir
+from prover.learning.lora import check_lora
+from prover.learning.modeling import check_model_dir
 from prover.registry import CREDIT
-from prover.trackers import check_trackers
+from prover.rundir.trackers import check_trackers
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -62,7 +62,7 @@ def check_run_folder(path: Path, setting: str = "run.dir") -> None:
 def check_env(cfg: TrainConfig) -> None:
     # lazy: the env machinery (gymnasium, numpy) loads only when a run is checked
     from prover.envs import make_configured_env
-    from prover.turn_prompts import agent_spec_for
+    from prover.episodes.turn_prompts import agent_spec_for
 
     env = make_configured_env(cfg.env)
     try:

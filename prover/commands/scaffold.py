@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from prover import scaffold_templates as templates
+from prover.commands import scaffold_templates as templates
 from prover.errors import ConfigError
 from prover.registry import REGISTRIES
 

@@ -1,7 +1,7 @@
 """``prover serve-env NAME``: a prover env served over OpenEnv's protocol, for TRL, Unsloth or any OpenEnv client.
 
 The server is OpenEnv's own (openenv-core 0.3.0, ``pip install -e '.[openenv]'``): ``create_fastapi_app`` of
-``openenv/core/env_server/http_server.py`` over ``prover.openenv_bridge.ProverEnvironment``, run by uvicorn.
+``openenv/core/env_server/http_server.py`` over ``prover.commands.openenv_bridge.ProverEnvironment``, run by uvicorn.
 Each WebSocket session (``/ws``, what OpenEnv's ``EnvClient`` speaks) gets its own env, so one server feeds
 several episodes at once (``--max-sessions``). The HTTP ``POST /reset`` and ``/step`` routes of OpenEnv build a
 fresh env per request, so an episode needs the WebSocket client (``/step`` answers 400, "call reset first");
@@ -11,8 +11,8 @@ The env's settings come as in ``prover train``: ``env.kwargs.KEY=VALUE`` (or ``K
 ``env`` section of a ``--config`` file (its other sections are not used here). The env's ``train_recipe`` is
 not applied: a served env gets its constructor's defaults and what you set.
 
-Every request and message is bounded as training bounds its inputs (``prover.serve_env_guard``: 1 MiB a
-message; ``prover.openenv_bridge``: seeds, reset options, action length), and a malformed one is answered
+Every request and message is bounded as training bounds its inputs (``prover.commands.serve_env_guard``: 1 MiB a
+message; ``prover.commands.openenv_bridge``: seeds, reset options, action length), and a malformed one is answered
 with one line while the session goes on.
 
 It listens on 127.0.0.1 unless ``--host`` says otherwise (OpenEnv's server has no authentication: on another
@@ -30,9 +30,9 @@ import socket
 import sys
 from typing import Any
 
+from prover.commands.serve_checks import is_loopback
+from prover.commands.serve_env_guard import MAX_MESSAGE_BYTES, ASGIApp, Guard, Receive, Send, one_line_validation_error
 from prover.errors import ConfigError, ContractError, ProverError, validation_line
-from prover.serve_checks import is_loopback
-from prover.serve_env_guard import MAX_MESSAGE_BYTES, ASGIApp, Guard, Receive, Send, one_line_validation_error
 
 DEFAULT_PORT = 8000  # OpenEnv's own default (its server template and `openenv serve`)
 INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core==0.3.0)"
@@ -44,9 +44,9 @@ def env_settings(name: str | None, config: str | None, overrides: list[str]) -> 
     from pydantic import ValidationError
 
     from prover.config import EnvConfig
-    from prover.config_checks import check_env_settings
     from prover.config_load import read_tree
-    from prover.config_overrides import type_overrides_by_field
+    from prover.settings.config_checks import check_env_settings
+    from prover.settings.config_overrides import type_overrides_by_field
 
     dotted = []
     for text in overrides:
@@ -86,7 +86,7 @@ def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     from fastapi.exceptions import RequestValidationError
     from openenv.core.env_server.http_server import create_fastapi_app
 
-    from prover.openenv_bridge import EnvAction, EnvObservation, ProverEnvironment
+    from prover.commands.openenv_bridge import EnvAction, EnvObservation, ProverEnvironment
 
     try:
         ProverEnvironment(name, kwargs).close()

@@ -1,6 +1,6 @@
 """What an ending command (SIGTERM, Ctrl-C, an OS error such as a full disk) needs to know and reach, in a
 module that imports nothing heavy, because the CLI reads it while the process unwinds: the flag that tells calls
-waiting on a server to give up (``prover.httpio.within``), and the run folders this process has written (so
+waiting on a server to give up (``prover.system.httpio.within``), and the run folders this process has written (so
 that the line it prints says the last checkpoint is intact only when there is a run folder to resume)."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prover.errors import ConfigError
-from prover.files import write_atomic
+from prover.system.files import write_atomic
 
 if TYPE_CHECKING:
     from prover.config import TrainConfig

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from prover.envs.agent_spec import AgentSpec
 from prover.envs.base import TextEnv
+from prover.episodes.literal_text import ENV_SPANS, encode_chat, encode_literal
 from prover.errors import ConfigError
-from prover.literal_text import ENV_SPANS, encode_chat, encode_literal
 from prover.types import Generation
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str, chat_kwargs: di
                   env_spans: list[tuple[int, int]] | None = None) -> list[int]:
     """Prompt ids: one user message through the chat template, ready for the assistant's answer. The message
     produces no special token, and its ``env_spans`` (the env's text in it) no added token at all: env text
-    stays literal (prover/literal_text.py)."""
+    stays literal (prover/episodes/literal_text.py)."""
     return encode_chat(tokenizer, [{"role": "user", "content": text, ENV_SPANS: env_spans or []}], True,
                        **(chat_kwargs or {}))
 

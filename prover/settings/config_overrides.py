@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from prover.config import TrainConfig
 from prover.errors import ConfigError
 from prover.registry import REGISTRIES
-from prover.yaml_files import load_yaml_text
+from prover.settings.yaml_files import load_yaml_text
 
 # (section path, registry, section holding the plugin's name): where a plugin's own settings live
 PLUGIN_SECTIONS = ((("env", "kwargs"), "envs", "env"), (("engine", "kwargs"), "engines", "engine"),

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from prover import lora as lora_lib
 from prover.config import LearnerConfig, LoraConfig
-from prover.frozen_weights import bf16_copies
-from prover.learner_loss import UpdateTotals, token_losses
-from prover.learner_rows import (
+from prover.learning import lora as lora_lib
+from prover.learning.frozen_weights import bf16_copies
+from prover.learning.learner_loss import UpdateTotals, token_losses
+from prover.learning.learner_rows import (
     Row,
     SequenceRow,
     chains_of,
@@ -44,9 +44,22 @@ from prover.learner_rows import (
     sft_rows,
     unique_tokens,
 )
-from prover.lora import merged_state_dict, save_adapter
-from prover.modeling import completion_logits, enable_checkpointing, gather_logprobs, load_model, load_tokenizer
-from prover.padding import chain_batches, length_batches, micro_batch_order, padding_counts, padding_share, turn_batches
+from prover.learning.lora import merged_state_dict, save_adapter
+from prover.learning.modeling import (
+    completion_logits,
+    enable_checkpointing,
+    gather_logprobs,
+    load_model,
+    load_tokenizer,
+)
+from prover.learning.padding import (
+    chain_batches,
+    length_batches,
+    micro_batch_order,
+    padding_counts,
+    padding_share,
+    turn_batches,
+)
 from prover.types import Advantages, Batch
 
 

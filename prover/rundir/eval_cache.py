@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from prover.config import TrainConfig, engine_dtype
-from prover.files import write_atomic
 from prover.policy import DIGESTS_FILE, folder_digest
+from prover.system.files import write_atomic
 
 # rollout settings that size and schedule training batches; an evaluation plays one episode per task
 NOT_EVAL_ROLLOUT = ("groups_per_step", "group_size", "max_off_policy_steps", "max_env_error_share")

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from prover.commands.serve_checks import RISK_FLAG, check_exposure, check_layer_layout
 from prover.engines.sglang_http import API_KEY_ENV, api_key_from_env, redact
 from prover.errors import ConfigError, EngineError
-from prover.serve_checks import RISK_FLAG, check_exposure, check_layer_layout
 
 DEFAULT_SPEC = "sglang==0.5.23"
 DEFAULT_VENV = Path("~/.cache/prover/sglang-venv")

@@ -6,7 +6,7 @@ previous turn's prompt, its completion as the policy generated it, and the env's
 
 ``completion[t]`` is the engine's ids, never re-tokenised text, so the engine's prefix cache (the ``hf``
 engine's, SGLang's radix cache) serves everything but the newest message, and the learner can forward the
-whole episode once (``prover/learner_rows.py``). This is how verifiers / prime-rl, SkyRL and ART keep a
+whole episode once (``prover/learning/learner_rows.py``). This is how verifiers / prime-rl, SkyRL and ART keep a
 multi-turn trajectory.
 
 What the template writes between messages is measured from the template itself, with our own probe
@@ -16,7 +16,7 @@ two probes alone: a prefix comparison, so nothing in the reply is searched for a
 can change where the reply's text starts. When the completion ended with the closing's first token (the
 end-of-turn id the engine stopped on), only the rest of the closing is appended; when it was cut (length, a
 stop string) the whole closing is, so the chat stays well formed. The reply is encoded so that its env text
-stays literal (``prover/literal_text.py``): an observation cannot write a turn of its own.
+stays literal (``prover/episodes/literal_text.py``): an observation cannot write a turn of its own.
 
 Templates that rewrite earlier turns when the whole conversation is re-rendered (Qwen3 drops the
 ``<think>`` of past assistant turns) are never re-rendered here: the chat keeps what the policy saw and
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from prover.episodes.literal_text import encode_chat, encode_literal, render, render_with_spans
 from prover.errors import ConfigError, EnvTextError
-from prover.literal_text import encode_chat, encode_literal, render, render_with_spans
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
