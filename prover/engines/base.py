@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class WeightSource(Protocol):
-    """What an engine reads from the learner in ``update_weights`` (``prover.learner.Learner`` is one)."""
+    """What an engine reads from the learner in ``update_weights`` (``prover.learning.learner.Learner`` is one)."""
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """The full policy weights under the base model's names (LoRA adapters merged in). Under FSDP or

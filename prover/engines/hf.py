@@ -1,6 +1,6 @@
 """The ``hf`` engine: transformers ``generate`` on CPU or one GPU, token ids in and out.
 
-Loading the policy folder and the log-probs of completions come from ``prover.modeling``, which the
+Loading the policy folder and the log-probs of completions come from ``prover.learning.modeling``, which the
 learner trains through too. A prompt's KV is computed once: prompts of one call that share a prefix
 (duplicates, a common header) have it prefilled once, and the engine keeps each row's prompt and completion
 KV across calls in a bounded prefix cache, so a chat's next turn, a group's episodes and a branch point's

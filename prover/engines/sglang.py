@@ -24,7 +24,7 @@ dropped at each weight sync, when the caches are flushed anyway; under ``acceler
 process routes its own share.
 
 With ``model.lora`` on, the servers get merged weights: every sync pushes the base model's own tensors,
-each adapted one as W + (alpha / r) B A (``learner.policy_state_dict``, prover/lora.py), so the servers need
+each adapted one as W + (alpha / r) B A (``learner.policy_state_dict``, prover/learning/lora.py), so the servers need
 no ``--enable-lora`` and both ``sync`` modes work unchanged; SGLang's ``/load_lora_adapter`` is not used.
 
 A server that is down, too slow or answers nonsense is an ``EngineError`` line naming it (see

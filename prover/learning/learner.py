@@ -1,10 +1,10 @@
 """The policy-gradient update: PPO epochs over mini-batches of rows, one optimizer step per mini-batch.
 
-The loss (PPO-clip with dual clip, optional KL to the initial policy, entropy) is prover/learner_loss.py's.
+The loss (PPO-clip with dual clip, optional KL to the initial policy, entropy) is prover/learning/learner_loss.py's.
 ``logp_old`` is the log-prob the rollout recorded when it sampled the token (``Turn.logprobs``), never
 recomputed here: with asynchronous rollouts (``rollout.max_off_policy_steps``) a row may come from a policy
 up to k updates old, and rho is then the importance ratio to that sampling policy, clipped as PPO clips it.
-With ``learner.engine_is_cap`` (truncated importance sampling, prover/learner_loss.py) it is the learner's
+With ``learner.engine_is_cap`` (truncated importance sampling, prover/learning/learner_loss.py) it is the learner's
 own, recomputed before the update, and the engine's weighs each token's loss instead. Either way
 ``learner/engine_*`` measure the engine/learner mismatch on the step's first mini-batch, before its
 optimizer step.
@@ -13,7 +13,7 @@ The loss is aggregated (``learner.loss_agg``, one of verl's loss_agg_modes) over
 micro-batch, as verl-agent did), by giving every token a weight. Runs through ``accelerate`` on CPU or GPUs.
 The learner never knows which credit method produced the advantages.
 
-Its rows (prover/learner_rows.py) are turn rows, one per turn, and sequence rows: a trajectory whose turns
+Its rows (prover/learning/learner_rows.py) are turn rows, one per turn, and sequence rows: a trajectory whose turns
 are append-only (chat prompts) forwarded once, each turn's completion trained at its own positions.
 """
 
@@ -66,7 +66,7 @@ from prover.types import Advantages, Batch
 class Learner:
     """Owns the trainable policy, its optimizer and (with a KL term) the frozen reference. With ``lora``
     (``model.lora``, enabled) the policy is wrapped in LoRA adapters, fresh or loaded from the checkpoint
-    ``adapter``, and only they train (see prover/lora.py)."""
+    ``adapter``, and only they train (see prover/learning/lora.py)."""
 
     def __init__(self, model_path: str | Path, cfg: LearnerConfig, *, dtype: str = "float32",
                  max_completion_tokens: int = 32, seed: int = 0, lora: LoraConfig | None = None,
@@ -181,7 +181,7 @@ class Learner:
     # -- RL ----------------------------------------------------------------------------------------
     def update(self, batch: Batch, adv: Advantages) -> dict[str, float]:
         """PPO epochs over the batch's rows (turn rows, and a sequence row for each run of append-only turns,
-        see prover/learner_rows.py); returns "learner/..." metrics."""
+        see prover/learning/learner_rows.py); returns "learner/..." metrics."""
         with bf16_copies(self.unwrapped(), self.frozen_bf16):  # frozen weights cast once for the whole update
             return self._ppo_epochs(batch, adv)
 
@@ -325,7 +325,7 @@ class Learner:
 
         With ``prompt_weight`` 0 and ``learner.sequence_rows``, rows that chain (each one's prompt +
         completion the start of the next one's prompt: the turns of a chat warm start) are forwarded once
-        per batch as sequence rows (prover/learner_rows.py): the same loss and gradient as one row per
+        per batch as sequence rows (prover/learning/learner_rows.py): the same loss and gradient as one row per
         turn, without forwarding each growing prompt again. Batches still hold ``batch_rows`` turns.
         """
         turn_rows = sft_rows(rows) if prompt_weight == 0 and self.cfg.sequence_rows else []

@@ -7,7 +7,7 @@ Per token k of a turn row, with rho = exp(logp - logp_old) and advantage A (verl
     loss = agg(L) + kl_coef agg(KL(logp, logp_ref)) - entropy_coef agg(H)
 
 ``agg`` sums each token's term times its weight (``learner_rows.token_weights``, which spread one of verl's
-loss_agg_modes over the whole mini-batch), over the tokens the rows train. prover/learner.py runs the
+loss_agg_modes over the whole mini-batch), over the tokens the rows train. prover/learning/learner.py runs the
 forward passes, the backward and the optimizer step around it.
 
 With ``learner.engine_is_cap`` C (truncated importance sampling, TIS), ``logp_old`` is the learner's own
