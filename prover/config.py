@@ -285,7 +285,7 @@ class RunConfig(Section):
 
     @field_validator("report_to", mode="before")
     @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
+    def _one_or_many(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v  # run.report_to=tensorboard names one tracker
 
 

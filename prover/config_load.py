@@ -75,7 +75,7 @@ def config_from_tree(tree: dict) -> TrainConfig:
 
 
 def _is_set(tree: dict, dotted: str) -> bool:
-    node: Any = tree
+    node: object = tree
     for k in dotted.split("."):
         if not isinstance(node, dict) or k not in node:
             return False

@@ -57,7 +57,7 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text}"[:limit]
 
 
-def contract_problem(obs: object, reward: Any, info: object) -> str:
+def contract_problem(obs: object, reward: object, info: object) -> str:
     """Why an env's answer breaks the contract (text observation, finite reward, info dict, valid Unicode), or
     ''."""
     if not isinstance(obs, str):
@@ -65,7 +65,7 @@ def contract_problem(obs: object, reward: Any, info: object) -> str:
     if not isinstance(info, dict):
         return f"info is {type(info).__name__}, not a dict"
     try:
-        if not math.isfinite(float(reward)):
+        if not math.isfinite(float(reward)):  # type: ignore[arg-type]  # any object; float() says which
             return f"reward is {reward}"
     except (TypeError, ValueError):
         return f"reward is {type(reward).__name__}, not a number"

@@ -147,7 +147,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, resume: bool = False, reporter: Reporter | None = None) -> None:
         self.cfg, self.resume = cfg, resume
         self.ranks = Ranks()  # one process, or one of several under `accelerate launch`
-        self.ranks.check_config(cfg)
+        self.ranks.check_config(cfg.rollout.groups_per_step, cfg.rollout.max_off_policy_steps)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
         # what the parts built so far hold (servers, a worker process, envs, a local model), each part's close
@@ -187,7 +187,8 @@ class Trainer:
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,
                                adapter=ckpt if lora else None)
-        self.ranks.check_learner(cfg, self.learner.accelerator, resume)
+        self.ranks.check_learner(cfg.learner.mini_batch_rows, cfg.learner.micro_batch_rows, cfg.model.lora.enabled,
+                                 self.learner.accelerator, resume)
         self.start_step = load_checkpoint_state(ckpt, self.learner) if ckpt else 0
         if ckpt and self.ranks.is_main:
             self.run.truncate_history(self.start_step)

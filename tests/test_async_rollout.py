@@ -346,7 +346,7 @@ def test_several_training_processes_are_refused():
     cfg = TrainConfig()
     cfg.rollout.max_off_policy_steps = 1
     with pytest.raises(ConfigError, match="one rollout worker beside one learner"):
-        ranks.check_config(cfg)
+        ranks.check_config(cfg.rollout.groups_per_step, cfg.rollout.max_off_policy_steps)
 
 
 def test_budget_matching_to_logged_tokens_is_refused(tmp_path):

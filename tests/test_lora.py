@@ -336,5 +336,6 @@ def test_a_sharded_resume_points_only_to_what_the_checkpoint_can_do(lora):
 
     cfg = TrainConfig.model_validate({"model": {"lora": {"enabled": lora}}})
     with pytest.raises(CheckpointError) as err:
-        Ranks().check_learner(cfg, SimpleNamespace(distributed_type="FSDP"), resume=True)
+        Ranks().check_learner(cfg.learner.mini_batch_rows, cfg.learner.micro_batch_rows, cfg.model.lora.enabled,
+                              SimpleNamespace(distributed_type="FSDP"), resume=True)
     assert "resume with DDP" in str(err.value) and ("model.path" in str(err.value)) is not lora

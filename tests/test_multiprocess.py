@@ -70,6 +70,11 @@ def test_merge_rule_per_metric_name():
         "credit/delta": 0.4}  # a name only one process logged is that process's value
 
 
+def learner_settings(cfg) -> tuple[int, int, bool]:
+    """What ``Ranks.check_learner`` reads of a run's config."""
+    return cfg.learner.mini_batch_rows, cfg.learner.micro_batch_rows, cfg.model.lora.enabled
+
+
 def test_what_several_processes_refuse(train_cfg):
     from types import SimpleNamespace
 
@@ -82,16 +87,16 @@ def test_what_several_processes_refuse(train_cfg):
     assert two.share(list(range(5))) == [1, 3] and not two.is_main
     train_cfg.rollout.groups_per_step = 3
     with pytest.raises(ConfigError, match="rollout.groups_per_step=3 does not split evenly over 2 processes"):
-        two.check_config(train_cfg)
+        two.check_config(train_cfg.rollout.groups_per_step, train_cfg.rollout.max_off_policy_steps)
     train_cfg.learner.mini_batch_rows, train_cfg.learner.micro_batch_rows = 64, 8
     deepspeed, fsdp, ddp = (SimpleNamespace(distributed_type=t) for t in
                             (DistributedType.DEEPSPEED, DistributedType.FSDP, DistributedType.MULTI_GPU))
     with pytest.raises(ConfigError, match="set learner.micro_batch_rows=64"):
-        two.check_learner(train_cfg, deepspeed, resume=False)
+        two.check_learner(*learner_settings(train_cfg), deepspeed, resume=False)
     with pytest.raises(CheckpointError, match="--resume under FSDP"):
-        two.check_learner(train_cfg, fsdp, resume=True)
-    two.check_learner(train_cfg, fsdp, resume=False)
-    two.check_learner(train_cfg, ddp, resume=True)
+        two.check_learner(*learner_settings(train_cfg), fsdp, resume=True)
+    two.check_learner(*learner_settings(train_cfg), fsdp, resume=False)
+    two.check_learner(*learner_settings(train_cfg), ddp, resume=True)
 
 
 def test_padding_rows_change_nothing(tiny_policy_dir):

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROVER = ROOT / "prover"
 # The most annotations in prover/ (parameters, returns, variables and attributes) that are ``Any`` itself;
 # ``dict[str, Any]`` and the like are counted apart, in ANY_INSIDE_CEILING. Lower them as annotations are mended.
-ANY_CEILING = 95
+ANY_CEILING = 59
 ANY_INSIDE_CEILING = 167
 
 

@@ -100,7 +100,7 @@ class BenchConfig(StrictNumbers):
 
     @field_validator("methods", mode="before")
     @classmethod
-    def _names(cls, value: Any) -> Any:  # a bare string is a method with no settings of its own
+    def _names(cls, value: object) -> object:  # a bare string is a method with no settings of its own
         return [{"name": v} if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
 
     @field_validator("seeds")

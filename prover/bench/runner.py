@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -40,6 +40,9 @@ from prover.errors import ProverError
 from prover.registry import CREDIT, JUDGES
 from prover.rundir.run import FileLock, RunDir
 from prover.system.files import write_atomic
+
+if TYPE_CHECKING:
+    from prover.progress import Reporter
 
 Echo = Callable[[str], None]
 
@@ -106,7 +109,7 @@ def matched_budget(cell: Cell, cfg: TrainConfig) -> TrainConfig:
     return out
 
 
-def _first_step_reporter(quiet: bool, on_first_step: Callable[[float], None] | None) -> Any:
+def _first_step_reporter(quiet: bool, on_first_step: Callable[[float], None] | None) -> Reporter:
     """The cell's Reporter; with ``on_first_step``, it is handed the seconds of the cell's first step."""
     from prover.progress import Reporter  # lazy: rich loads only when a cell trains
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,8 @@ class Entry:
     tokens_vs_baseline: float | None
 
 
-def per_seed(results: list[CellResult], method: str, envs: list[str], value: Any) -> dict[int, float]:
+def per_seed(results: list[CellResult], method: str, envs: list[str],
+             value: Callable[[CellResult], float | None]) -> dict[int, float]:
     """{seed: value(cell)} for one env, or, for several, the mean over them of seeds that have them all
     (a cell whose value is None leaves its seed out)."""
     by_seed: dict[int, dict[str, float]] = {}

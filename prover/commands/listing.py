@@ -8,7 +8,6 @@ import importlib.util
 import inspect
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def description(target: object) -> str:
@@ -37,17 +36,18 @@ def _docstring(target: object, hops: int = 3) -> str | None:
         origin, is_package = found_at
         if origin.suffix != ".py":
             return None
-        node: Any = ast.parse(origin.read_text(encoding="utf-8"))
+        tree = ast.parse(origin.read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - a broken plugin is listed with its problem, not fatal
         return f"(does not load: {type(exc).__name__}: {exc})"
+    node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef = tree
     for part in [p for p in attr.split(".") if p]:
-        found = next((n for n in getattr(node, "body", []) if getattr(n, "name", None) == part), None)
-        if found is None and node is not None and hops > 0 and isinstance(node, ast.Module):
+        found = next((n for n in node.body if getattr(n, "name", None) == part), None)
+        if found is None and hops > 0 and isinstance(node, ast.Module):
             source = _reexported_from(node, part, module, is_package)
             return _docstring(f"{source}:{attr}", hops - 1) if source else None
-        node = found
-        if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not isinstance(found, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
+        node = found
     return ast.get_docstring(node)
 
 

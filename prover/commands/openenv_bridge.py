@@ -31,7 +31,7 @@ The bounds are training's: a seed from 0 to 2**31 - 1 (``prover.seeding``), opti
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
@@ -81,7 +81,7 @@ class EnvState(State):
     state_key: str | None = Field(None, description="repr of the env's state_key(); None before a reset.")
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> object:
     """``value`` as JSON can carry it: mappings with text keys, lists, text, numbers, booleans, None;
     a numpy scalar as its Python number, anything else as its ``str``."""
     if isinstance(value, dict):
@@ -191,9 +191,9 @@ class ProverEnvironment(Environment[EnvAction, EnvObservation, EnvState]):
         done = terminated or truncated
         history = [(t.observation, t.action) for t in self._turns]
         prompt = "" if done else self.env.agent_spec.render(self._task, obs, actions, history, len(self._turns))
-        info = plain(info)
-        return EnvObservation(text=obs, prompt=prompt, task=self._task, admissible_actions=actions, info=info,
-                              terminated=terminated, truncated=truncated, reward=reward, done=done, metadata=info)
+        carried = cast(dict, plain(info))  # a dict in, a dict out
+        return EnvObservation(text=obs, prompt=prompt, task=self._task, admissible_actions=actions, info=carried,
+                              terminated=terminated, truncated=truncated, reward=reward, done=done, metadata=carried)
 
     def _pivotal_turns(self, truncated: bool) -> tuple[list[int] | None, str]:
         """The env's pivotal turns of the episode just ended, and '' (or None and why it failed)."""

@@ -28,11 +28,15 @@ import importlib.util
 import signal
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.commands.serve_checks import is_loopback
 from prover.commands.serve_env_guard import MAX_MESSAGE_BYTES, ASGIApp, Guard, Receive, Send, one_line_validation_error
 from prover.errors import ConfigError, ContractError, ProverError, validation_line
+
+if TYPE_CHECKING:  # fastapi comes with the optional openenv extra
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
 
 DEFAULT_PORT = 8000  # OpenEnv's own default (its server template and `openenv serve`)
 INSTALL_HINT = "pip install -c constraints/cpu.txt -e '.[openenv]' (openenv-core==0.3.0)"
@@ -80,7 +84,7 @@ def require_openenv() -> None:
         raise ConfigError(f"prover serve-env needs openenv-core, which is not installed: {INSTALL_HINT}")
 
 
-def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
+def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> QuietDisconnect:
     """OpenEnv's FastAPI app serving env ``name``; one env is built first, so that its errors come now."""
     # openenv-core (and fastapi with it) is an optional extra: loaded when a server starts
     from fastapi.exceptions import RequestValidationError
@@ -104,7 +108,7 @@ def build_app(name: str, kwargs: dict[str, Any], max_sessions: int) -> Any:
     return QuietDisconnect(Guard(app))
 
 
-async def _one_line_reply(request: Any, exc: Exception) -> Any:
+async def _one_line_reply(request: Request, exc: Exception) -> JSONResponse:
     """A prover error on OpenEnv's HTTP routes (``POST /step`` builds a fresh env, so it always meets "call
     reset first"): 400 with the one line, not a 500 and a traceback in the server's log."""
     from fastapi.responses import JSONResponse  # fastapi comes with the optional openenv extra

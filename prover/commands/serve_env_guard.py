@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # fastapi comes with the optional openenv extra
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
 
 # What ASGI passes an app (https://asgi.readthedocs.io): a message is a dict whose "type" says what it holds.
 Message = dict[str, Any]
@@ -196,7 +201,7 @@ async def _reply(send: Send, status: int, line: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def one_line_validation_error(request: Any, exc: Any) -> Any:
+async def one_line_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """FastAPI's 422 for a body that does not validate, its first error as one line."""
     from fastapi.responses import JSONResponse  # fastapi comes with the optional openenv extra
 

@@ -90,7 +90,7 @@ def _seeded_states(seed: int) -> tuple[Any, Any]:
 class RngSnapshot:
     """An isolated env's snapshot: the env's own snapshot and the slot's RNG states when it was taken."""
 
-    inner: Any
+    inner: object  # the env's own snapshot, opaque
     rng_states: tuple[Any, Any]
 
 

@@ -211,7 +211,7 @@ class AheadBatches(StepBatches):
         # caller's script); its own session, so Ctrl-C reaches the trainer alone, which closes it
         to_worker, from_trainer = os.pipe()
         to_trainer, from_worker = os.pipe()
-        self.proc: Any = subprocess.Popen(
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             [sys.executable, "-c", WORKER_CODE, str(to_worker), str(from_worker)],
             pass_fds=(to_worker, from_worker), start_new_session=True)
         os.close(to_worker)
@@ -248,7 +248,7 @@ class AheadBatches(StepBatches):
                                   "rollout.worker_timeout_s if its rollouts take that long") from None
             if kind == "eof":
                 try:
-                    code = self.proc.wait(CLOSE_GRACE_S)
+                    code = self.proc.wait(CLOSE_GRACE_S) if self.proc is not None else None
                 except subprocess.TimeoutExpired:  # its pipe closed, the process not yet gone
                     code = None
                 raise WorkerError(f"the rollout worker process died (exit code {code}) while {what}")

@@ -40,12 +40,15 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prover.errors import ConfigError
 from prover.judges.shipped import SHIPPED, ShippedModel, assemble, packaged
 from prover.learning.modeling import quiet_transformers
 from prover.system.files import CACHE_ENV, cache_root, sha256_of
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DEFAULT_MODEL = "smollm2-135m"  # the shipped model converted when no file is given
 DEFAULT_NAME = "smollm2-135m-instruct"  # its folder's name
@@ -73,7 +76,7 @@ def is_complete(folder: Path) -> bool:
     return weights and all((folder / n).is_file() for n in NEEDED)
 
 
-def rebuild(model: Any) -> Any:
+def rebuild(model: PreTrainedModel) -> PreTrainedModel:
     """The same network as ``model`` in a plain model (no ``quantization_config``), its weights copied:
     what ``save_pretrained`` accepts. The copy is exact, so the logits are identical."""
     # lazy: transformers loads torch; the converter's checks run without it

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -315,7 +314,7 @@ class Learner:
 
     # -- SFT ---------------------------------------------------------------------------------------
     def sft(self, rows: list[tuple[list[int], list[int]]], epochs: int, batch_rows: int,
-            prompt_weight: float = 0.0, on_batch: Any = None) -> dict[str, float]:
+            prompt_weight: float = 0.0, on_batch: Callable[[], None] | None = None) -> dict[str, float]:
         """Behaviour cloning: weighted token-mean negative log-likelihood over each batch of ``batch_rows``
         turn rows.
 

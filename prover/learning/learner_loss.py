@@ -27,7 +27,6 @@ bounds the variance a rare token with a large ratio would add.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -122,7 +121,7 @@ class UpdateTotals:
         return out
 
 
-def right_aligned(arrays: list[np.ndarray], width: int, device: Any) -> torch.Tensor:
+def right_aligned(arrays: list[np.ndarray], width: int, device: torch.device | str) -> torch.Tensor:
     """Each array at the end of a row of ``width`` zeros (completions end at the last column)."""
     out = torch.zeros((len(arrays), width), dtype=torch.float32)
     for i, a in enumerate(arrays):

@@ -18,7 +18,7 @@ over turns (``token_weights``): a sequence row carries each of its turns' weight
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -212,7 +212,7 @@ def row_logits(model: torch.nn.Module, rows: list[Row | SequenceRow], pad_id: in
                            [(i, s, e) for i, r in enumerate(rows) for s, e in r.spans], pad_id)
 
 
-def per_turn(grid: Any, rows: list[Row | SequenceRow]) -> list[list[np.ndarray]]:
+def per_turn(grid: torch.Tensor, rows: list[Row | SequenceRow]) -> list[list[np.ndarray]]:
     """A (turns, C) grid laid out as ``row_logits`` lays out its targets (one grid row per turn, each
     completion in its last columns) as each row's turns' completion values, one array per turn row."""
     values, turns = grid.detach().float().cpu().numpy(), iter(range(len(grid)))

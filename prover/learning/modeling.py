@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prover.errors import CheckpointError, ConfigError
 
@@ -36,7 +36,7 @@ def _dtypes() -> dict[str, torch.dtype]:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> dict[str, torch.dtype]:
     """``DTYPES`` (model.dtype name -> torch dtype) is built when first asked for, since it needs torch."""
     if name == "DTYPES":
         return _dtypes()

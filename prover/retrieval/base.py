@@ -20,7 +20,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from types import ModuleType
+from typing import Protocol, runtime_checkable
 
 from prover.errors import RetrievalError
 
@@ -115,7 +116,7 @@ def save_atomically(target: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def import_optional(module: str, extra: str, backend: str) -> Any:
+def import_optional(module: str, extra: str, backend: str) -> ModuleType:
     """Import a heavy optional dependency, or fail in one line that names the pip extra to install."""
     try:
         return importlib.import_module(module)

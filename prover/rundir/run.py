@@ -34,7 +34,14 @@ from typing import Any
 
 from prover.config import TrainConfig
 from prover.errors import CheckpointError, ConfigError, RunFolderError
-from prover.rundir.checkpoint_state import checkpoint_problem, load_state, refuse_old_format, save_state, write_manifest
+from prover.rundir.checkpoint_state import (
+    CheckpointSource,
+    checkpoint_problem,
+    load_state,
+    refuse_old_format,
+    save_state,
+    write_manifest,
+)
 from prover.rundir.trackers import KEPT_FILE, Trackers
 from prover.settings.config_text import dump_config
 from prover.system.environment import ENVIRONMENT_FILE, write_environment
@@ -225,7 +232,7 @@ class RunDir:
             self.damaged.append(f"checkpoint {ckpt.name} is damaged ({problem})")
         return None
 
-    def save_checkpoint(self, step: int, learner: Any, weights: dict | None = None) -> Path:
+    def save_checkpoint(self, step: int, learner: CheckpointSource, weights: dict | None = None) -> Path:
         """``weights``: the learner's ``gathered_state()``, gathered by every process, when it spans several."""
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt_root / f".tmp-step-{step}"
@@ -245,7 +252,7 @@ class RunDir:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
-    def _write_checkpoint(self, tmp: Path, step: int, learner: Any, weights: dict | None) -> None:
+    def _write_checkpoint(self, tmp: Path, step: int, learner: CheckpointSource, weights: dict | None) -> None:
         learner.save_checkpoint_weights(tmp, weights)
         (tmp / RUN_CONFIG).write_text(json.dumps(self.cfg.model_dump(mode="json"), sort_keys=True))
         import torch  # here, so that readers of a run folder (prover view, prover bench) stay light
@@ -304,7 +311,7 @@ def resume_differences(cfg: TrainConfig, ckpt: Path) -> list[str]:
             if not k.startswith(RESUME_MAY_CHANGE)]
 
 
-def load_checkpoint_state(ckpt: Path, learner: Any) -> int:
+def load_checkpoint_state(ckpt: Path, learner: CheckpointSource) -> int:
     """Restore optimizer and RNG into ``learner`` (its weights, or its LoRA adapter, came from the folder);
     return the step."""
     import torch  # torch is heavy: readers of a run folder (prover view, prover bench) stay light

@@ -7,10 +7,9 @@ These read the registries (plugin settings, the credit method's derived values),
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from prover.config import TrainConfig
 from prover.plugin_config import settings_help
@@ -35,7 +34,7 @@ def field_help(tree: dict | None = None) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _leaf_rows(f: Any, name: str) -> list[tuple[str, str, str]]:
+def _leaf_rows(f: FieldInfo, name: str) -> list[tuple[str, str, str]]:
     ann = f.annotation
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return [row for k, sub in ann.model_fields.items() for row in _leaf_rows(sub, f"{name}.{k}")]

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 import types
 import typing
-from typing import Any, TypeGuard
+from collections.abc import Iterable
+from typing import TypeGuard
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -67,7 +68,7 @@ def nonfinite_path(value: object) -> tuple | None:
     ``bool_path``; None when every float in it is finite."""
     if isinstance(value, float):
         return None if math.isfinite(value) else ()
-    items: Any = ()
+    items: Iterable[tuple[object, object]] = ()
     if isinstance(value, BaseModel):
         items = ((k, getattr(value, k)) for k in type(value).model_fields)
     elif isinstance(value, dict):

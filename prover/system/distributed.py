@@ -78,27 +78,27 @@ class Ranks:
         """A step's metrics over all processes (see the module docstring); the record itself when alone."""
         return record if self.world == 1 else merge_records(self.gather(record))
 
-    def check_config(self, cfg: Any) -> None:
-        """Refuse a split of the step's tasks that would leave processes with unequal shares."""
-        groups = cfg.rollout.groups_per_step
-        if self.world > 1 and cfg.rollout.max_off_policy_steps:
-            raise ConfigError(f"rollout.max_off_policy_steps={cfg.rollout.max_off_policy_steps} runs one rollout "
+    def check_config(self, groups: int, max_off_policy_steps: int) -> None:
+        """Refuse a split of the step's tasks (``rollout.groups_per_step``) that would leave processes with
+        unequal shares, and a rollout worker (``rollout.max_off_policy_steps``) beside several processes."""
+        if self.world > 1 and max_off_policy_steps:
+            raise ConfigError(f"rollout.max_off_policy_steps={max_off_policy_steps} runs one rollout "
                               f"worker beside one learner; under {self.world} processes set it to 0")
         if self.world > 1 and groups % self.world:
             raise ConfigError(f"rollout.groups_per_step={groups} does not split evenly over {self.world} "
                               f"processes; make it a multiple of {self.world}")
 
-    def check_learner(self, cfg: Any, accelerator: Any, resume: bool) -> None:
-        """Refuse what the learner cannot do under the launcher's sharding, before any work starts."""
+    def check_learner(self, mini: int, micro: int, lora: bool, accelerator: object, resume: bool) -> None:
+        """Refuse what the learner cannot do under the launcher's sharding (``accelerator``'s), before any
+        work starts: ``learner.mini_batch_rows``, ``learner.micro_batch_rows``, ``model.lora.enabled``."""
         kind = str(getattr(accelerator, "distributed_type", "")).rsplit(".", 1)[-1]
-        mini, micro = cfg.learner.mini_batch_rows, cfg.learner.micro_batch_rows
         if kind == "DEEPSPEED" and micro < mini:
             # accelerate's DeepSpeed backward steps the optimizer after every micro-batch
             raise ConfigError(f"under DeepSpeed every backward is an optimizer step: set "
                               f"learner.micro_batch_rows={mini} (= learner.mini_batch_rows), not {micro}")
         if resume and kind in ("FSDP", "DEEPSPEED"):
             # a LoRA checkpoint holds the adapter alone, which cannot be a new run's model.path
-            fresh = ("" if cfg.model.lora.enabled else ", or start a new run from the checkpoint: "
+            fresh = ("" if lora else ", or start a new run from the checkpoint: "
                      "model.path=<run.dir>/checkpoints/step-N warmstart.enabled=false")
             raise CheckpointError(f"--resume under {kind}: checkpoints keep only the main process's shard "
                                   f"of the optimizer state; resume with DDP{fresh}")
