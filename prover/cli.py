@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from prover.commands.listing import description
 from prover.errors import ConfigError, ContractError, ProverError, Stopped
-from prover.learning import modeling
 from prover.registry import REGISTRIES
 from prover.system.distributed import leave_process_group
 from prover.system.stopping import os_error_line, reset, stop_waiting, stopped_line
@@ -143,16 +142,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from prover.engines import make_engine
     from prover.envs import make_configured_env
     from prover.learning.lora import is_adapter_checkpoint
+    from prover.learning.model_folder import model_spec
     from prover.policy.merged import merged_policy
     from prover.progress import Reporter
     from prover.rundir.run import RunDir
+    from prover.system.threads import apply_threads
     from prover.trainer import batch_metrics, build_rollout, evaluate_policy
 
     cfg = _config(args)
     model = args.model or RunDir(cfg).require_checkpoint("prover eval")
     if is_adapter_checkpoint(model):  # a LoRA run's checkpoint: its base with the adapter merged in
         model = merged_policy(cfg, Path(model), Reporter())
-    modeling.apply_threads(cfg.threads, str(model), cfg.model.tiny.hidden_size)
+    scored = model_spec(cfg.model.model_copy(update={"path": str(model)}), whole_folder=False)
+    apply_threads(cfg.threads, scored.hidden_size)
     engine = make_engine(cfg.engine.name, str(model), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
     rollout = None
     try:

@@ -29,7 +29,6 @@ from prover.episodes.branching import Brancher
 from prover.episodes.truth import TruthScorer
 from prover.errors import EnvFaultError, NonFiniteError
 from prover.judges import make_judge
-from prover.learning import modeling
 from prover.progress import Reporter
 from prover.rollout import Rollout, build_rollout, check_env_errors, engine_counts
 from prover.rundir.eval_cache import EvalCache
@@ -39,6 +38,7 @@ from prover.rundir.samples import saved_groups
 from prover.rundir.trackers import Trackers
 from prover.seeding import derive_seed, eval_seed
 from prover.system.distributed import Ranks
+from prover.system.threads import apply_threads
 from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
 
 T = TypeVar("T")
@@ -147,7 +147,6 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, resume: bool = False, reporter: Reporter | None = None) -> None:
         self.cfg, self.resume = cfg, resume
         self.ranks = Ranks()  # one process, or one of several under `accelerate launch`
-        self.ranks.check_config(cfg.rollout.groups_per_step, cfg.rollout.max_off_policy_steps)
         self.run = RunDir(cfg)
         self.report = reporter or Reporter(quiet=not self.ranks.is_main)
         # what the parts built so far hold (servers, a worker process, envs, a local model), each part's close
@@ -156,8 +155,11 @@ class Trainer:
         self.lock = RunLock(self.run.path) if self.ranks.is_main else None  # one writer per run folder
         if self.lock is not None:
             self.lock.refuse_if_held()  # first: a folder in use says so, whatever else is wrong with it
-        preflight(cfg, resume)  # every check that can fail, before the run folder is touched
-        ckpt = self.run.require_checkpoint() if resume else None
+        ckpt = self.run.require_checkpoint() if resume else None  # reads the folder, changes nothing
+        # every check that can fail, before the run folder is touched; the model checked once, kept as a spec
+        self.model = preflight(cfg, resume)
+        self.ranks.check_config(cfg.rollout.groups_per_step, cfg.rollout.max_off_policy_steps)
+        apply_threads(cfg.threads, self.model.hidden_size)  # before torch builds or loads anything
         if ckpt is not None:  # a resume: say which damaged checkpoints it passes over
             for line in self.run.damaged:
                 self.report.note(f"{line}; resuming from {ckpt.name} instead")
@@ -173,7 +175,6 @@ class Trainer:
         from prover.learning.learner import Learner  # lazy: torch loads when a run is built, not for its checks
 
         cfg, resume = self.cfg, self.resume
-        modeling.apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
         if self.ranks.is_main:  # only the main process writes the run folder
             moved = self.run.start(fresh=not resume)
             if moved is not None:
@@ -182,7 +183,8 @@ class Trainer:
         self.ranks.barrier()
         self.make_env = lambda: make_configured_env(cfg.env)
         lora = cfg.model.lora.enabled  # a LoRA checkpoint holds the adapter alone: it goes onto the base
-        policy_dir = ckpt if ckpt and not lora else policy.starting_policy(cfg, self.run, self.make_env, self.report)
+        policy_dir = ckpt if ckpt and not lora else policy.starting_policy(cfg, self.model, self.run, self.make_env,
+                                                                                     self.report)
         self.policy_dir = None if ckpt else policy_dir  # the starting policy, whose evaluation may be kept
         self.learner = Learner(policy_dir, cfg.learner, dtype=cfg.model.dtype, seed=cfg.seed,
                                max_completion_tokens=cfg.rollout.sampling.max_new_tokens, lora=cfg.model.lora,
@@ -193,6 +195,10 @@ class Trainer:
         if ckpt and self.ranks.is_main:
             self.run.truncate_history(self.start_step)
         self.ranks.barrier()
+        self.credit = make_credit(cfg)
+        self.judge = make_judge(cfg)  # None when judge.name is unset
+        if self.judge is not None:
+            self.built.callback(self.judge.close)
         self.engine = make_engine(cfg.engine.name, str(policy_dir), dtype=engine_dtype(cfg.model), **cfg.engine.kwargs)
         self.built.callback(self.engine.close)  # e.g. the sglang engine's weight-update group
         self.ranks.barrier()  # no process samples before the engine is ready (servers hold the starting policy)
@@ -201,15 +207,11 @@ class Trainer:
             self.ranks.barrier()
         self.rollout = build_rollout(cfg, self.engine, self.make_env)
         self.built.callback(self.rollout.close)  # its pooled envs (a JVM each for TWX): a bench runs many cells
-        self.credit = make_credit(cfg)
         # each step's batch: sampled when asked for, or ahead by a worker (rollout.max_off_policy_steps)
         self.batches = make_batches(cfg, self.rollout, lambda step: rollout_request(cfg, self.credit, self.ranks, step),
                                     version=self.start_step, policy_dir=policy_dir)
         self.built.callback(self.batches.close)  # the rollout worker, when there is one
         self.brancher = Brancher(self.rollout)
-        self.judge = make_judge(cfg)  # None when judge.name is unset
-        if self.judge is not None:
-            self.built.callback(self.judge.close)
         self.ctx = CreditContext(config=cfg, brancher=self.brancher, judge=self.judge)
         self.truth = TruthScorer(self.make_env)  # judge diagnostics, for envs that know their pivotal turns
 

@@ -86,7 +86,8 @@ ADVANTAGES = [0.5, -1.0, 2.0]
 
 def policy_logprobs_by_hand(folder, batch) -> list[np.ndarray]:
     """The float32 model's log-probs of every turn's completion, each turn forwarded alone."""
-    from prover.learning.modeling import completion_logits, gather_logprobs, load_model
+    from prover.learning.logprobs import completion_logits, gather_logprobs
+    from prover.learning.modeling import load_model
 
     model = load_model(folder, "float32")
     with torch.no_grad():

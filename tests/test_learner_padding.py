@@ -13,7 +13,7 @@ import torch
 import prover.learning.learner as learner_mod
 from prover.config import LearnerConfig
 from prover.learning.learner import Learner, padding_counts, padding_share
-from prover.learning.modeling import completion_logits, gather_logprobs
+from prover.learning.logprobs import completion_logits, gather_logprobs
 from prover.types import Advantages, Batch, Group, Trajectory, Turn
 
 PROMPTS = [3, 9, 4, 12, 5, 10]  # rows of lengths 5, 12, 5, 16, 7, 13 with COMPLETIONS

@@ -27,7 +27,8 @@ from prover.learning.learner_rows import (
     split_run,
     unique_tokens,
 )
-from prover.learning.modeling import gather_logprobs, load_model
+from prover.learning.logprobs import gather_logprobs
+from prover.learning.modeling import load_model
 from prover.learning.padding import turn_batches
 from prover.types import Advantages, Batch, Group, Trajectory, Turn
 

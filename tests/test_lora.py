@@ -168,7 +168,8 @@ def _linear_layers(folder) -> dict[str, torch.nn.Linear]:
 
 
 def test_the_kl_reference_is_the_base_with_adapters_off(tiny_policy_dir):
-    from prover.learning.modeling import completion_logits, gather_logprobs, load_model
+    from prover.learning.logprobs import completion_logits, gather_logprobs
+    from prover.learning.modeling import load_model
 
     learner = lora_learner(tiny_policy_dir, kl_coef=0.1)
     assert learner.ref is None  # no second copy of the weights
@@ -186,7 +187,7 @@ def test_the_kl_reference_is_the_base_with_adapters_off(tiny_policy_dir):
 
 def test_the_hf_engine_samples_from_the_adapted_policy(tiny_policy_dir):
     from prover.engines.hf import HFEngine
-    from prover.learning.modeling import completion_logits, gather_logprobs
+    from prover.learning.logprobs import completion_logits, gather_logprobs
 
     learner = lora_learner(tiny_policy_dir)
     randomize_adapters(learner)

@@ -17,7 +17,8 @@ import prover.policy.tiny
 from conftest import TINY_RUN
 from prover.config_load import load_config
 from prover.envs import make_env
-from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, warmstart_key
+from prover.learning.model_folder import model_spec
+from prover.policy import DIGESTS_FILE, folder_digest, prepare_policy, resolved_warmstart, warmstart_key
 from prover.progress import Reporter
 from prover.rundir.run import RunDir
 
@@ -62,7 +63,9 @@ def test_the_cache_answers_while_every_file_keeps_its_size_and_mtime(tmp_path):
 
 def test_warmstart_lr_counts_by_the_value_it_trains_with(tmp_path):
     def key(*extra: str) -> str:
-        return warmstart_key(load_config(None, list(extra)), "same-base")
+        cfg = load_config(None, list(extra))
+        model = model_spec(cfg.model, whole_folder=False)
+        return warmstart_key(cfg, model, resolved_warmstart(cfg.warmstart, model), "same-base")
 
     # unset means 1e-3 for the tiny model and 1e-5 for a checkpoint (config.py's documented defaults)
     assert key() == key("warmstart.lr=0.001") != key("warmstart.lr=0.002")

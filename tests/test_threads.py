@@ -9,16 +9,16 @@ import json
 import pytest
 import torch
 
-import prover.learning.modeling as modeling
+import prover.system.threads as threads
 from prover.config import TrainConfig
 from prover.config_load import load_config
-from prover.learning.modeling import SMALL_WIDTH, apply_threads, default_threads
+from prover.system.threads import SMALL_WIDTH, apply_threads, default_threads
 
 
 @pytest.fixture
 def torch_threads(monkeypatch):
     """No thread variables in the environment; torch's threads put back as they were afterwards."""
-    for name in modeling.THREAD_VARIABLES:
+    for name in threads.THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     before = torch.get_num_threads()
     yield
@@ -42,17 +42,28 @@ def test_the_environment_names_the_threads_unless_the_config_does():
 
 def test_apply_threads_sets_torch(torch_threads, tmp_path, monkeypatch):
     torch.set_num_threads(2)
-    assert apply_threads(None, "tiny", 128) == 1 == torch.get_num_threads()
-    assert apply_threads(2, "tiny", 128) == 2 == torch.get_num_threads()
-    wide = tmp_path / "wide"
-    wide.mkdir()
-    (wide / "config.json").write_text(json.dumps({"hidden_size": 896}))
-    assert apply_threads(None, str(wide), 128) == 2  # torch's as they were
-    (wide / "config.json").write_text(json.dumps({"hidden_size": 96}))
-    assert apply_threads(None, str(wide), 128) == 1  # a tiny policy saved to a folder is still small
+    assert apply_threads(None, 128) == 1 == torch.get_num_threads()
+    assert apply_threads(2, 128) == 2 == torch.get_num_threads()
+    assert apply_threads(None, 896) == 2  # torch's as they were
+    assert apply_threads(None, None) == 2  # a checkpoint that does not say its width: torch's too
     torch.set_num_threads(2)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert apply_threads(None, "tiny", 128) == 2
+    assert apply_threads(None, 128) == 2
+
+
+def test_the_model_spec_reads_the_width_a_thread_default_needs(tmp_path):
+    from prover.config import ModelConfig, TinyModelConfig
+    from prover.learning.model_folder import TINY_POSITIONS, model_spec
+
+    assert model_spec(ModelConfig(tiny=TinyModelConfig(hidden_size=96))).hidden_size == 96
+    assert model_spec(ModelConfig()).positions == TINY_POSITIONS
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    (wide / "config.json").write_text(json.dumps({"hidden_size": 896, "max_position_embeddings": 8192}))
+    spec = model_spec(ModelConfig(path=str(wide)), whole_folder=False)
+    assert (spec.folder, spec.hidden_size, spec.positions, spec.tiny) == (wide, 896, 8192, False)
+    (wide / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 96}}))  # a multimodal one
+    assert model_spec(ModelConfig(path=str(wide)), whole_folder=False).hidden_size == 96
 
 
 class Applied(Exception):
@@ -69,9 +80,11 @@ def record_threads(monkeypatch):
         raise Applied
 
     import prover.policy
+    import prover.trainer
 
-    monkeypatch.setattr(modeling, "apply_threads", record)
-    monkeypatch.setattr(prover.policy, "apply_threads", record)  # the name it imported
+    monkeypatch.setattr(prover.policy, "apply_threads", record)  # the names they imported
+    monkeypatch.setattr(prover.trainer, "apply_threads", record)
+    monkeypatch.setattr(threads, "apply_threads", record)  # `prover eval` imports it when it runs
     return calls
 
 
@@ -87,13 +100,14 @@ def test_train_applies_the_threads_before_it_builds_anything(record_threads, tmp
     cfg = load_config(None, ["threads=2", f"run.dir={tmp_path / 'run'}"])
     with pytest.raises(Applied):
         Trainer(cfg)
-    assert record_threads == [(2, "tiny", 128)]
+    assert record_threads == [(2, 128)]
 
 
 def test_train_applies_the_threads_once(tmp_path, monkeypatch):
     """The trainer sets the threads itself (a resumed run loads its checkpoint without building a policy);
     building the starting policy must not set them a second time."""
     import prover.policy
+    import prover.trainer
     from prover.trainer import Trainer
 
     calls = []
@@ -104,12 +118,12 @@ def test_train_applies_the_threads_once(tmp_path, monkeypatch):
     def no_base(*args):
         raise Built
 
-    monkeypatch.setattr(modeling, "apply_threads", lambda *args: calls.append(args) or 1)
+    monkeypatch.setattr(prover.trainer, "apply_threads", lambda *args: calls.append(args) or 1)
     monkeypatch.setattr(prover.policy, "apply_threads", lambda *args: calls.append(args) or 1)
     monkeypatch.setattr(prover.policy, "base_policy", no_base)
     with pytest.raises(Built):
         Trainer(load_config(None, ["threads=2", f"run.dir={tmp_path / 'run'}"]))
-    assert calls == [(2, "tiny", 128)]
+    assert calls == [(2, 128)]
 
 
 def test_the_warm_start_applies_the_threads(record_threads, tmp_path):
@@ -120,7 +134,7 @@ def test_the_warm_start_applies_the_threads(record_threads, tmp_path):
     cfg = load_config(None, [f"run.dir={tmp_path / 'run'}", "model.tiny.hidden_size=96"])
     with pytest.raises(Applied):
         policy.prepare_policy(cfg, RunDir(cfg), lambda: None, Reporter(quiet=True))
-    assert record_threads == [(None, "tiny", 96)]
+    assert record_threads == [(None, 96)]
 
 
 def test_eval_applies_the_threads_for_the_model_it_scores(record_threads, tmp_path):
@@ -128,10 +142,10 @@ def test_eval_applies_the_threads_for_the_model_it_scores(record_threads, tmp_pa
 
     folder = tmp_path / "model"
     folder.mkdir()
-    (folder / "config.json").write_text("{}")
+    (folder / "config.json").write_text('{"hidden_size": 64}')
     with pytest.raises(Applied):
         main(["eval", "--model", str(folder), "threads=1"])
-    assert record_threads == [(1, str(folder), 128)]
+    assert record_threads == [(1, 64)]
 
 
 def test_threads_may_change_on_resume_and_do_not_change_a_bench_cells_hash(tmp_path):

@@ -58,7 +58,7 @@ def ratio_stats(engine_lp: list[list[float]], learner_lp: list) -> dict:
 
 
 def learner_pass(model, prompts, completions, pad_id: int, autocast: bool) -> None:
-    from prover.learning.modeling import completion_logits, gather_logprobs
+    from prover.learning.logprobs import completion_logits, gather_logprobs
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         logits, targets, mask = completion_logits(model, prompts, completions, pad_id)

@@ -75,7 +75,7 @@ def learner(folder: Path, variant: str):
 
 def updates(folder: Path, chat: dict, n_chats: int, rounds: int) -> dict:
     """Each variant's update CPU seconds, round by round, the variants in turn."""
-    from prover.learning.modeling import model_setting
+    from prover.learning.model_folder import model_setting
 
     batch, adv = chats(episodes=n_chats, vocab=model_setting(folder, "vocab_size"), **chat)
     learners = {v: learner(folder, v) for v in VARIANTS}

@@ -130,7 +130,7 @@ def run_case(case: dict, folder: str, rows: int) -> dict:
 
     from prover.config import LearnerConfig, LoraConfig
     from prover.learning.learner import Learner
-    from prover.learning.modeling import model_setting
+    from prover.learning.model_folder import model_setting
 
     torch.set_num_threads(case["threads"])
     torch.manual_seed(0)

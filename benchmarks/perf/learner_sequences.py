@@ -99,7 +99,7 @@ def main() -> None:
     import torch
 
     from prover.envs import make_env
-    from prover.learning.modeling import model_setting
+    from prover.learning.model_folder import model_setting
     from prover.policy.tiny import build_tiny_policy
 
     torch.manual_seed(0)

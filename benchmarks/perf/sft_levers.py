@@ -34,7 +34,7 @@ def sft_step(model, optimizer, chunk, pad_id, bf16: bool) -> None:
     """One SFT batch as ``Learner.sft`` trains it (prompt tokens weigh 1, as the tiny default does)."""
     import torch
 
-    from prover.learning.modeling import completion_logits, gather_logprobs
+    from prover.learning.logprobs import completion_logits, gather_logprobs
 
     optimizer.zero_grad(set_to_none=True)
     cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()

@@ -29,7 +29,7 @@ from prover.chat.base import ChatError, ChatModel, ChatReply
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.episodes.literal_text import ENV_SPANS, encode_chat
 from prover.errors import ConfigError
-from prover.learning.modeling import check_model_dir
+from prover.learning.model_folder import check_model_dir
 from prover.types import SamplingParams
 
 if TYPE_CHECKING:

@@ -35,14 +35,9 @@ from prover.engines.prefix import (
     sharing_mode,
 )
 from prover.errors import CapabilityError
-from prover.learning.modeling import (
-    completion_logits,
-    gather_logprobs,
-    load_model,
-    load_tokenizer,
-    model_positions,
-    stop_ids,
-)
+from prover.learning.logprobs import completion_logits, gather_logprobs
+from prover.learning.model_folder import model_positions
+from prover.learning.modeling import load_model, load_tokenizer, stop_ids
 from prover.seeding import derive_seed
 from prover.types import Generation, SamplingParams
 

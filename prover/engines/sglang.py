@@ -45,7 +45,8 @@ from prover.engines.base import Engine, WeightSource
 from prover.engines.sglang_http import ServerClient, api_key_from_env, together
 from prover.engines.sglang_sync import DiskSync, DistributedSync, check_weights, probe_readback
 from prover.errors import EngineError
-from prover.learning.modeling import load_tokenizer, model_positions, stop_ids
+from prover.learning.model_folder import model_positions
+from prover.learning.modeling import load_tokenizer, stop_ids
 from prover.seeding import derive_seed
 from prover.system.distributed import process_rank, world_size
 from prover.types import Generation, SamplingParams

@@ -1,4 +1,5 @@
-"""The env contract checks a training run makes before its first step (``prover.rundir.preflight``).
+"""The env contract checks a training run makes before its first step (``prover.rundir.preflight``):
+``check_run_env``, the run's env built from its config section once and thrown away.
 
 Most of the contract shows itself in training: a reset that does not give text, an action that raises, a
 bad info dict end an episode or the run with one line. Two rules do not: an env whose instances share
@@ -23,12 +24,16 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from prover.envs import make_configured_env
 from prover.envs.base import TextEnv
 from prover.envs.checker import _fail, _random_picker, _step, check_snapshot_restore
 from prover.envs.checker_lockstep import check_reset_lockstep
-from prover.errors import ContractError, ProverError
+from prover.errors import ConfigError, ContractError, ProverError
+
+if TYPE_CHECKING:
+    from prover.config import EnvConfig
 
 SEED = 0  # the lockstep check plays this seed and the next one
 MAX_STEPS = 30  # as check-env: long enough for a shared RNG to have been drawn from
@@ -102,3 +107,29 @@ def check_for_training(name: str, make: Callable[[], TextEnv], key: tuple, branc
                 instance.close()
     _PASSED.add(key)
     return True
+
+
+def check_run_env(env: EnvConfig, splits: list[str], max_turns: int, branches: bool) -> None:
+    """The run's env (``env``: its config section) resets on each of ``splits`` to text and a dict, its
+    prompt templates render (every placeholder known), and two fresh instances pass the checks above
+    (``check_for_training``, for ``branches`` the snapshot ones too). Each failure is one line."""
+    made = make_configured_env(env)
+    try:
+        for split in dict.fromkeys(splits):
+            try:
+                obs, info = made.reset(seed=0, options={"split": split})
+            except (ValueError, KeyError) as exc:
+                raise ConfigError(f"env {env.name!r} cannot reset on split {split!r}: {exc}") from exc
+            if not isinstance(obs, str) or not isinstance(info, dict):
+                raise ContractError(f"env {env.name!r} reset gave {type(obs).__name__} and "
+                                    f"{type(info).__name__}, not text and a dict")
+        try:  # the history window changes how much history a prompt shows, not which placeholders it has
+            made.agent_spec.render("task", obs, list(info.get("admissible_actions") or []), [("o", "a")] * 3, 3)
+            made.agent_spec.render("task", obs, [], [], 0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ContractError(f"env {env.name!r}: its prompt template has an unknown placeholder {exc}; "
+                                "templates may use task, observation, actions, history, step, n_history") from exc
+        key = check_key(type(made), env.kwargs, env.isolate_global_rng, branches)
+    finally:
+        made.close()
+    check_for_training(env.name, lambda: make_configured_env(env), key, branches, max_turns)

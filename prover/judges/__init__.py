@@ -15,4 +15,16 @@ def make_judge(train_cfg) -> Judge | None:
     return JUDGES.get(train_cfg.judge.name).from_train_config(train_cfg)
 
 
-__all__ = ["Judge", "can_yield_segment", "make_judge", "valid_segments", "validate_segment"]
+def check_judge_ready(train_cfg) -> None:
+    """The configured judge built once and asked whether it can judge (credentials, a model, a server),
+    then closed: a run whose method will call it checks it before any work."""
+    judge = make_judge(train_cfg)
+    if judge is None:
+        return
+    try:
+        judge.check_ready()
+    finally:
+        judge.close()
+
+
+__all__ = ["Judge", "can_yield_segment", "check_judge_ready", "make_judge", "valid_segments", "validate_segment"]

@@ -60,7 +60,7 @@ from prover.errors import ConfigError, validation_line
 from prover.judges.base import Judge, JudgeSettings, validate_segment
 from prover.judges.prompts import ANSWER_ONLY_PROMPT, SYSTEM_PROMPT, repair_message, user_prompt
 from prover.judges.tools import MAX_TOOL_CHARS, SUBMIT_SCHEMA, TOOL_SCHEMAS, parse_arguments, run_tool
-from prover.learning.modeling import check_model_dir
+from prover.learning.model_folder import check_model_dir
 from prover.types import JudgeRequest, JudgeResult, JudgeUsage, Proposal, Segment
 
 SUBMIT = SUBMIT_SCHEMA["function"]["name"]

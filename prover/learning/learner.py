@@ -43,14 +43,10 @@ from prover.learning.learner_rows import (
     sft_rows,
     unique_tokens,
 )
+from prover.learning.logprobs import completion_logits, gather_logprobs
 from prover.learning.lora import merged_state_dict, save_adapter
-from prover.learning.modeling import (
-    completion_logits,
-    enable_checkpointing,
-    gather_logprobs,
-    load_model,
-    load_tokenizer,
-)
+from prover.learning.model_folder import check_model_dir
+from prover.learning.modeling import load_policy
 from prover.learning.padding import (
     chain_batches,
     length_batches,
@@ -77,13 +73,15 @@ class Learner:
         self.max_len = max_completion_tokens
         self.rng = random.Random(seed)
         self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
-        self.tokenizer = load_tokenizer(model_path)
+        lora = lora if lora is not None and lora.enabled else None
+        # a KL term needs a frozen reference; with LoRA the reference is the model itself, adapters off
+        with_ref = cfg.kl_coef > 0 and lora is None
+        self.tokenizer, model, self.ref = load_policy(
+            check_model_dir(model_path), dtype, checkpointing=cfg.gradient_checkpointing,
+            ref_device=str(self.accelerator.device) if with_ref else None)
         self.pad_id = self.tokenizer.pad_token_id
-        model = load_model(model_path, dtype)
-        if cfg.gradient_checkpointing:
-            enable_checkpointing(model)
         self.lora_scales: dict[str, float] | None = None  # None: every weight trains
-        if lora is not None and lora.enabled:
+        if lora is not None:
             if adapter is not None:
                 lora_lib.check_base(adapter, Path(model_path))
             model = lora_lib.wrap(model, lora, adapter)
@@ -94,9 +92,6 @@ class Learner:
                                       weight_decay=cfg.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.frozen_bf16 = cfg.frozen_bf16 and cfg.autocast == "bfloat16" and not self._sharded()  # not DTensors
-        self.ref = None
-        if cfg.kl_coef > 0 and self.lora_scales is None:  # with LoRA the reference is the model, adapters off
-            self.ref = load_model(model_path, dtype, str(self.accelerator.device)).eval().requires_grad_(False)
 
     # -- weights -----------------------------------------------------------------------------------
     def unwrapped(self) -> torch.nn.Module:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prover.learning.modeling import completion_logits, sequence_logits
+from prover.learning.logprobs import completion_logits, sequence_logits
 from prover.types import Advantages, Batch, shared_prefix_length
 
 if TYPE_CHECKING:

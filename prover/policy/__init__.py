@@ -16,17 +16,18 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from prover.config import TrainConfig, warmstart_lr
+from prover.config import TrainConfig, WarmStartConfig, warmstart_lr
 from prover.envs.base import TextEnv
 from prover.episodes.turn_prompts import prompt_budget
 from prover.errors import CheckpointError
-from prover.learning.modeling import apply_threads, check_model_dir, model_positions
+from prover.learning.model_folder import ModelSpec, model_spec
 from prover.policy.tiny import build_tiny_policy
 from prover.policy.warmstart import expert_rows
 from prover.progress import Reporter
 from prover.rundir.run import FileLock, RunDir
 from prover.system.distributed import world_size
 from prover.system.files import write_atomic
+from prover.system.threads import apply_threads
 
 
 def settings_key(*parts: object) -> str:
@@ -68,10 +69,15 @@ def folder_digest(folder: Path, cache: Path) -> str:
     return digest
 
 
-def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
-    """What names a warm-start folder: the base's content and every setting the SFT depends on, with
-    warmstart.lr resolved to the value it trains with (unset and its default are one warm start)."""
-    ws = cfg.warmstart.model_copy(update={"lr": warmstart_lr(cfg.warmstart, cfg.model.path)})
+def resolved_warmstart(ws: WarmStartConfig, model: ModelSpec) -> WarmStartConfig:
+    """``ws`` with its lr resolved to the value it trains ``model`` with (unset and its default are one warm
+    start)."""
+    return ws.model_copy(update={"lr": warmstart_lr(ws, model.path)})
+
+
+def warmstart_key(cfg: TrainConfig, model: ModelSpec, ws: WarmStartConfig, base_digest: str) -> str:
+    """What names a warm-start folder: the base's content and every setting the SFT depends on, ``ws`` the
+    warm start's settings with the lr it trains with (``resolved_warmstart``)."""
     return settings_key(base_digest, ws, cfg.seed, cfg.model.chat_template_kwargs, cfg.model.dtype,
                         cfg.learner.micro_batch_rows, cfg.learner.grad_clip, cfg.rollout.max_turns,
                         cfg.rollout.history_window,
@@ -79,7 +85,7 @@ def warmstart_key(cfg: TrainConfig, base_digest: str) -> str:
                         *([cfg.rollout.max_prompt_tokens] if cfg.rollout.max_prompt_tokens is not None else []),
                         *(["chat"] if cfg.rollout.context == "chat" else []),
                         # the env decides which expert episodes are cloned; a tiny base's name holds it already
-                        *([cfg.env] if cfg.model.path != "tiny" else []))
+                        *([cfg.env] if not model.tiny else []))
 
 
 def build_once(target: Path, build: Callable[[Path], None]) -> Path:
@@ -103,9 +109,10 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
     return target
 
 
-def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
-    if cfg.model.path != "tiny":
-        return check_model_dir(cfg.model.path)
+def base_policy(cfg: TrainConfig, model: ModelSpec, run: RunDir, make_env: Callable[[], TextEnv]) -> Path:
+    """``model``'s folder, or the tiny model built (once) from the env's text."""
+    if model.folder is not None:
+        return model.folder
     t = cfg.model.tiny
     key = settings_key(t, cfg.env, cfg.seed, cfg.rollout.history_window)
     return build_once(run.model_dir(f"base-{key}"), lambda out: build_tiny_policy(
@@ -114,21 +121,20 @@ def base_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv]) 
         seed=cfg.seed, history_window=cfg.rollout.history_window))
 
 
-def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], TextEnv],
-               report: Reporter) -> dict[str, float]:
-    """Behaviour-clone noisy expert episodes into ``base``; save the result to ``out``."""
+def warm_start(cfg: TrainConfig, ws: WarmStartConfig, positions: int | None, base: Path, out: Path,
+               make_env: Callable[[], TextEnv], report: Reporter) -> dict[str, float]:
+    """Behaviour-clone noisy expert episodes into ``base`` (``ws``: the settings with the lr resolved; a
+    model of ``positions`` positions); save the result to ``out``."""
     from prover.learning.learner import Learner  # here: it loads torch, and prover.policy must import without it
 
-    ws = cfg.warmstart
-    learner = Learner(base, cfg.learner.model_copy(update={"lr": warmstart_lr(ws, cfg.model.path)}),
-                      dtype=cfg.model.dtype, seed=cfg.seed)
+    learner = Learner(base, cfg.learner.model_copy(update={"lr": ws.lr}), dtype=cfg.model.dtype, seed=cfg.seed)
     with report.task(f"warm start: {ws.episodes} expert episodes", total=ws.episodes) as tick:
         rows = expert_rows(make_env, learner.tokenizer, episodes=ws.episodes, random_share=ws.random_action_share,
                            seed=cfg.seed, max_turns=cfg.rollout.max_turns, history_window=cfg.rollout.history_window,
                            chat_kwargs=cfg.model.chat_template_kwargs, on_episode=tick, context=cfg.rollout.context,
                            note=report.note,
                            max_prompt_tokens=prompt_budget(cfg.rollout.max_prompt_tokens,
-                                                           cfg.rollout.sampling.max_new_tokens, model_positions(base)))
+                                                           cfg.rollout.sampling.max_new_tokens, positions))
     n_batches = ws.epochs * -(-len(rows) // ws.batch_rows)
     with report.task(f"warm start: {len(rows)} turns x {ws.epochs} epochs", total=n_batches) as tick:
         stats = learner.sft(rows, ws.epochs, ws.batch_rows, prompt_weight=ws.prompt_loss_weight, on_batch=tick)
@@ -138,24 +144,28 @@ def warm_start(cfg: TrainConfig, base: Path, out: Path, make_env: Callable[[], T
 
 
 def prepare_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
-    """The folder the RL phase starts from, torch's threads set first (``train.threads``): for the commands
-    that begin here (`prover sft`, a bench's shared warm start, `prover eval` of a LoRA checkpoint). The
-    trainer, which sets the threads itself before anything else, calls ``starting_policy``."""
-    apply_threads(cfg.threads, cfg.model.path, cfg.model.tiny.hidden_size)
-    return starting_policy(cfg, run, make_env, report)
+    """The folder the RL phase starts from, ``model`` checked and torch's threads set first (``threads``): for
+    the commands that begin here (`prover sft`, a bench's shared warm start, `prover eval` of a LoRA
+    checkpoint). The trainer, which checks the model and sets the threads before anything else, calls
+    ``starting_policy``."""
+    model = model_spec(cfg.model, whole_folder=False)
+    apply_threads(cfg.threads, model.hidden_size)
+    return starting_policy(cfg, model, run, make_env, report)
 
 
-def starting_policy(cfg: TrainConfig, run: RunDir, make_env: Callable[[], TextEnv], report: Reporter) -> Path:
-    """The folder the RL phase starts from: the base policy, warm-started when ``warmstart.enabled``."""
-    base = base_policy(cfg, run, make_env)
+def starting_policy(cfg: TrainConfig, model: ModelSpec, run: RunDir, make_env: Callable[[], TextEnv],
+                    report: Reporter) -> Path:
+    """The folder the RL phase starts from: ``model``'s, warm-started when ``warmstart.enabled``."""
+    base = base_policy(cfg, model, run, make_env)
     if not cfg.warmstart.enabled:
         return base
+    ws = resolved_warmstart(cfg.warmstart, model)
     stats: dict[str, float] = {}
 
     def build(out: Path) -> None:
-        stats.update(warm_start(cfg, base, out, make_env, report))
+        stats.update(warm_start(cfg, ws, model.positions, base, out, make_env, report))
 
-    key = warmstart_key(cfg, folder_digest(base, run.model_dir(DIGESTS_FILE)))
+    key = warmstart_key(cfg, model, ws, folder_digest(base, run.model_dir(DIGESTS_FILE)))
     folder = build_once(run.model_dir(f"warmstart-{key}"), build)
     if stats:
         report.note("warm start " + ", ".join(f"{k.split('/')[1]} {v:.3g}" for k, v in stats.items()))

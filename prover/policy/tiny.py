@@ -14,7 +14,8 @@ from pathlib import Path
 
 from prover.envs.base import TextEnv
 from prover.episodes.turn_prompts import agent_spec_for, bounded_text
-from prover.learning.modeling import TINY_POSITIONS, quiet_transformers
+from prover.learning.model_folder import TINY_POSITIONS
+from prover.learning.modeling import quiet_transformers
 
 ENTITY_PIECES = r" ?[A-Za-z]+ [0-9]+| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+"
 PAD, BOS, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"

@@ -13,7 +13,7 @@ from prover.config import TrainConfig
 from prover.envs.base import TextEnv
 from prover.episodes.turn_prompts import prompt_budget
 from prover.errors import ConfigError, ContractError
-from prover.learning.modeling import model_positions
+from prover.learning.model_folder import model_positions
 from prover.registry import CREDIT, ENGINES, ENVS, JUDGES
 
 
