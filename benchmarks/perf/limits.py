@@ -81,6 +81,7 @@ def make_env_fn():
 def policies(policy: str | None) -> tuple[Path, Path]:
     """The main job's untrained base and its warm-started policy (built once in runs/limits, or ``policy``)."""
     from prover.config_load import load_config
+    from prover.learning.model_folder import model_spec
     from prover.policy import base_policy, prepare_policy
     from prover.progress import Reporter
     from prover.rundir.run import RunDir
@@ -88,7 +89,7 @@ def policies(policy: str | None) -> tuple[Path, Path]:
     cfg = load_config(None, [f"run.dir={ROOT / 'runs' / 'limits'}"])
     run = RunDir(cfg)
     run.start(fresh=False)
-    base = base_policy(cfg, run, make_env_fn())
+    base = base_policy(cfg, model_spec(cfg.model), run, make_env_fn())
     warm = Path(policy) if policy else prepare_policy(cfg, run, make_env_fn(), Reporter())
     return base, warm
 
