@@ -33,10 +33,17 @@ def check_model_dir(path: str | Path) -> Path:
 def model_setting(path: str | Path, name: str) -> int | None:
     """A positive whole number from a checkpoint folder's config.json (``name``), or from its ``text_config``
     for a multimodal checkpoint; None when unstated."""
+    return _setting(_config(path), name)
+
+
+def _config(path: str | Path) -> object:
     try:
-        conf = json.loads((check_model_dir(path) / "config.json").read_text(encoding="utf-8"))
+        return json.loads((check_model_dir(path) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"config.json in {str(path)!r} does not read: {exc}") from exc
+
+
+def _setting(conf: object, name: str) -> int | None:
     for part in (conf, conf.get("text_config") if isinstance(conf, dict) else None):
         n = part.get(name) if isinstance(part, dict) else None
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
@@ -82,7 +89,8 @@ def model_spec(model: ModelConfig, whole_folder: bool = True) -> ModelSpec:
     if whole_folder:
         check_weights(folder)
         check_chat_template(folder)
-    return ModelSpec(folder, model_setting(folder, "hidden_size"), model_setting(folder, "max_position_embeddings"))
+    conf = _config(folder)  # read once for both numbers
+    return ModelSpec(folder, _setting(conf, "hidden_size"), _setting(conf, "max_position_embeddings"))
 
 
 def check_weights(folder: Path) -> None:
