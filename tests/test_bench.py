@@ -268,7 +268,7 @@ def test_table_numbers_from_hand_written_metrics(tmp_path):
     assert "| prover+x | 50.0 | – | – |" in md
     # x grpo: prover seed 0 generated 120 + 340 + 200 = 660 in all, grpo seed 0 100 + 300 = 400 -> 1.650
     assert "| prover+x | alf | 220 | 1.650 | – | 200 | 20 | 67 | 1.33 | 0.00 | 2.0 |" in md
-    assert "| prover+x | alf | 50.0 | 3 | 2 | 66.7 | 2.00 | +0.200 | – | – | – | – | – |" in md
+    assert "| prover+x | alf | 50.0 | – | – | 3 | 2 | 66.7 | 2.00 | +0.200 | – | – | – | – | – |" in md
     assert "| prover+x | 50.0 | +10.0 | – | – | – | inconclusive (1) |" in md  # Table 1 by env, alf: one pair, no CI
     write_csvs(results, methods, ["prover+x"], envs, tmp_path)
     rows = list(csv.DictReader((tmp_path / "table3.csv").open()))

@@ -243,8 +243,8 @@ def test_table3_pools_truth_counts_over_steps_and_seeds(tmp_path):
     assert (one["precision"], one["recall"], one["hit_rate"]) == (None, 0.0, 1.0)
     write_reports(p, "prover bench", echo=lambda s: None)
     md = (tmp_path / "out" / "results.md").read_text()
-    assert f"| {row} | {ENV} | 50.0 [50.0, 50.0] | 6 | 3 | 50.0 | – | – | 6 | 66.7 | 26.7 | 33.3 | 25.0 |" in md
-    assert f"| {row} | webshop-sim | 10.0 [10.0, 10.0] | 2 | 0 | 0.0 | – | – | – | – | – | – | – |" in md
+    assert f"| {row} | {ENV} | 50.0 [50.0, 50.0] | – | – | 6 | 3 | 50.0 | – | – | 6 | 66.7 | 26.7 | 33.3 | 25.0 |" in md
+    assert f"| {row} | webshop-sim | 10.0 [10.0, 10.0] | – | – | 2 | 0 | 0.0 | – | – | – | – | – | – | – |" in md
     csv_rows = list(csv.DictReader((tmp_path / "out" / "table3.csv").open()))
     assert [(r["env"], r["truth"]) for r in csv_rows] == [(ENV, "1"), ("webshop-sim", "0"), ("all", "1")]
     assert float(csv_rows[0]["truth_recall"]) == 0.25 and csv_rows[1]["truth_hit_rate"] == ""
@@ -255,7 +255,7 @@ def test_table3_says_n_a_when_a_denominator_is_zero(tmp_path):
     _write_cell(p, "prover+random", 0, {0: 0.2, 4: 0.5}, {1: _truth(0, 0, 0, 0, 0.0)})
     write_reports(p, "prover bench", echo=lambda s: None)
     md = (tmp_path / "out" / "results.md").read_text()
-    assert f"| prover+random | {ENV} | 50.0 | 0 | 0 | – | – | – | 0 | n/a | n/a | n/a | n/a |" in md
+    assert f"| prover+random | {ENV} | 50.0 | – | – | 0 | 0 | – | – | – | 0 | n/a | n/a | n/a | n/a |" in md
 
 
 # -- config ----------------------------------------------------------------------------------------------
@@ -315,3 +315,24 @@ def test_estimate_prices_cells_left_from_timings(tmp_path):
     assert timing.duration(59) == "under a minute" and timing.duration(3 * 3600 + 5 * 60) == "about 3 h 05 min"
     timing.record_cell(p.bench.dir, ENV, "grpo", 1, 80.0, 4)  # seed 1 at 20 s per step: (40 + 80) / 8 = 15
     assert timing.rates(timing.load(p.bench.dir)) == {(ENV, "grpo"): 15.0}
+
+
+def test_table3_gives_eligible_groups_per_step_and_the_valid_proposal_rate(tmp_path):
+    p = _plan(tmp_path, ["prover+random"], [0, 1])
+    row = "prover+random"
+
+    def groups(eligible: int, judged: int, valid: int) -> dict:
+        return {"credit/eligible_groups": float(eligible), "credit/judged_groups": float(judged),
+                "credit/valid_proposals": float(valid), "credit/accepted": 0.0}
+
+    _write_cell(p, row, 0, {0: 0.2, 4: 0.5}, {1: groups(2, 2, 1), 2: groups(0, 0, 0), 3: groups(3, 3, 3)})
+    _write_cell(p, row, 1, {0: 0.2, 4: 0.5}, {1: groups(1, 1, 0)})
+    results, _ = collect(p)
+    [cell] = [r for r in table3(results, [row], [ENV]) if r["env"] == ENV]
+    # 2 + 0 + 3 + 1 = 6 eligible groups over 4 train steps; 1 + 0 + 3 + 0 = 4 valid of 2 + 0 + 3 + 1 = 6 judged
+    assert (cell["eligible_per_step"], cell["valid_rate"]) == pytest.approx((1.5, 4 / 6))
+    write_reports(p, "prover bench", echo=lambda s: None)
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert f"| {row} | {ENV} | 50.0 [50.0, 50.0] | 1.50 | 66.7 | 4 | 0 | 0.0 |" in md
+    csv_rows = list(csv.DictReader((tmp_path / "out" / "table3.csv").open()))
+    assert float(csv_rows[0]["eligible_per_step"]) == 1.5

@@ -154,6 +154,10 @@ def table2_markdown(results: list[CellResult], methods: list[str], envs: list[st
 
 T3_COLUMNS = [
     "**success**: final held-out success (%) [95% CI] as in Table 1 (all: envs averaged per seed).",
+    "**eligible / step**: groups per train step whose win count made them eligible for the judge "
+    "(`credit/eligible_groups`), pooled over steps and seeds.",
+    "**valid rate**: proposals that passed the segment rules per judged group (`credit/valid_proposals` / "
+    "`credit/judged_groups`); – where a method logs no groups.",
     "**valid / accepted / accept**: verified proposals, those with Delta > 0, and their share, pooled over every "
     "train step and seed.",
     "**mean len. / mean Delta**: segment length in turns and Delta, weighted by each step's valid proposals.",
@@ -167,13 +171,15 @@ T3_COLUMNS = [
 
 
 def table3_markdown(results: list[CellResult], judged: list[str], envs: list[str]) -> list[str]:
-    head = ["method", "env", "success (%)", "valid", "accepted", "accept (%)", "mean len.", "mean Delta",
-            "judged", "hit rate (%)", "pivotal share (%)", "precision (%)", "recall (%)"]
+    head = ["method", "env", "success (%)", "eligible / step", "valid rate (%)", "valid", "accepted", "accept (%)",
+            "mean len.", "mean Delta", "judged", "hit rate (%)", "pivotal share (%)", "precision (%)", "recall (%)"]
     out = ["## Table 3: judges", "", "Per env, and pooled over all envs:", "", *(f"- {c}" for c in T3_COLUMNS), "",
            "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in table3(results, judged, envs):
         accept = None if r["acceptance"] is None else 100 * r["acceptance"]
-        cells = [r["method"], r["env"], pct_ci(r["success"]), f"{r['valid']:.0f}", f"{r['accepted']:.0f}",
+        rate = None if r["valid_rate"] is None else 100 * r["valid_rate"]
+        cells = [r["method"], r["env"], pct_ci(r["success"]), _num(r["eligible_per_step"], ".2f"),
+                 _num(rate, ".1f"), f"{r['valid']:.0f}", f"{r['accepted']:.0f}",
                  _num(accept, ".1f"), _num(r["segment_turns"], ".2f"), _num(r["delta"], "+.3f"),
                  _truth(r, "proposals", 1.0, ".0f"), _truth(r, "hit_rate"), _truth(r, "pivotal_share"),
                  _truth(r, "precision"), _truth(r, "recall")]
@@ -245,7 +251,7 @@ def write_csvs(results: list[CellResult], methods: list[str], judged: list[str],
                [[r["method"], r["env"], *(_cell(r[k]) for k in keys), baseline, _cell(r["vs_baseline"]),
                  r["matched_to"] or "", _cell(r["vs_matched"]), r["n"]]
                 for r in table2(results, methods, envs, budget_refs, baseline)])
-    diag = ["valid", "accepted", "acceptance", "segment_turns", "delta"]
+    diag = ["eligible_per_step", "valid_rate", "valid", "accepted", "acceptance", "segment_turns", "delta"]
     truth = ["proposals", "hit_rate", "precision", "recall", "pivotal_share"]
     _write_csv(paths[2], ["method", "env", "success_mean", "success_lo", "success_hi", "n_seeds", *diag, "truth",
                           *(f"truth_{k}" for k in truth)],
