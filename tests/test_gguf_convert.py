@@ -1,8 +1,9 @@
 """`prover convert-gguf` keyed by content: a different file never gets another file's folder, bad files and a bad
-``--out`` are one line before anything is loaded, the path is alone on stdout, and the temporary folders of
-killed conversions are removed by the next run. The loading and saving of a real model is replaced by files
-written by hand (test_local_judge_structured.py converts real models); the GGUF files are real, written by
-the ``gguf`` package's writer or byte by byte from the format's header."""
+``--out`` are one line before anything is loaded, the path is alone on stdout, the temporary folders of killed
+conversions are removed by the next run, and two conversions of one file at once both succeed. The loading and
+saving of a real model is replaced by files written by hand (test_local_judge_structured.py converts real
+models); the GGUF files are real, written by the ``gguf`` package's writer or byte by byte from the format's
+header."""
 
 from __future__ import annotations
 
@@ -160,6 +161,28 @@ def test_the_temporary_folders_of_killed_conversions_are_removed(loads, tmp_path
         (folder / "model.safetensors").write_text("half")
     assert run([str(src)], capfd)[0] == 0
     assert sorted(p.name for p in models.iterdir()) == sorted(["m", alive.name, other.name])
+
+
+def test_two_processes_converting_one_file_at_once_both_get_the_folder(monkeypatch, tmp_path, capfd):
+    """The other process finishes first: this one's rename then meets a complete folder of the same file."""
+    src = tmp_path / "m.gguf"
+    src.write_bytes(EMPTY_GGUF)
+    loaded: list[Path] = []
+
+    def load(path):
+        loaded.append(Path(path))
+        if len(loaded) == 1:
+            gguf_convert.convert(path)  # the other process, from start to end while this one loads
+        return Saved("config.json", "model.safetensors"), Saved("tokenizer_config.json")
+
+    monkeypatch.setattr(gguf_convert, "load_gguf", load)
+    monkeypatch.setattr(gguf_convert, "rebuild", lambda model: model)
+    monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
+    rc, out, err = run([str(src)], capfd)
+    models = tmp_path / "cache" / "models"
+    assert (rc, out.strip(), len(loaded)) == (0, str(models / "m"), 2), err
+    assert [p.name for p in models.iterdir()] == ["m"]  # no temporary folder left
+    assert gguf_convert.holds(models / "m", json.loads((models / "m" / gguf_convert.STAMP).read_text()))
 
 
 # -- the shipped models, pinned; a file of the user's own, pinned only when asked -------------------

@@ -261,6 +261,8 @@ def convert(gguf: Path | None = None, out: Path | None = None, shipped: str | No
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         os.replace(tmp, out)  # atomic: the folder appears complete or not at all
     except OSError as exc:
+        if holds(out, stamp):  # another process finished the same conversion first (the rename found it there)
+            return out, False
         raise ConfigError(f"cannot write the model folder {str(out)!r}: {exc.strerror or exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
