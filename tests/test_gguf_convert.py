@@ -163,24 +163,22 @@ def test_the_temporary_folders_of_killed_conversions_are_removed(loads, tmp_path
     assert sorted(p.name for p in models.iterdir()) == sorted(["m", alive.name, other.name])
 
 
-def test_two_processes_converting_one_file_at_once_both_get_the_folder(monkeypatch, tmp_path, capfd):
+def test_two_processes_converting_one_file_at_once_both_get_the_folder(loads, monkeypatch, tmp_path, capfd):
     """The other process finishes first: this one's rename then meets a complete folder of the same file."""
     src = tmp_path / "m.gguf"
     src.write_bytes(EMPTY_GGUF)
-    loaded: list[Path] = []
+    load_alone, started = gguf_convert.load_gguf, []  # the fixture's stand-in records each load in ``loads``
 
     def load(path):
-        loaded.append(Path(path))
-        if len(loaded) == 1:
-            gguf_convert.convert(path)  # the other process, from start to end while this one loads
-        return Saved("config.json", "model.safetensors"), Saved("tokenizer_config.json")
+        if not started:  # the first load: the other process converts, from start to end, while this one loads
+            started.append(path)
+            gguf_convert.convert(path)
+        return load_alone(path)
 
     monkeypatch.setattr(gguf_convert, "load_gguf", load)
-    monkeypatch.setattr(gguf_convert, "rebuild", lambda model: model)
-    monkeypatch.setenv("PROVER_CACHE", str(tmp_path / "cache"))
     rc, out, err = run([str(src)], capfd)
     models = tmp_path / "cache" / "models"
-    assert (rc, out.strip(), len(loaded)) == (0, str(models / "m"), 2), err
+    assert (rc, out.strip(), len(loads)) == (0, str(models / "m"), 2), err
     assert [p.name for p in models.iterdir()] == ["m"]  # no temporary folder left
     assert gguf_convert.holds(models / "m", json.loads((models / "m" / gguf_convert.STAMP).read_text()))
 

@@ -12,10 +12,10 @@ them as Markdown and CSV; ``stats.py`` holds the statistics).
 - Table 3: per method with a judge, per env and over all envs: success (as Table 1) and the proposal
   diagnostics pooled over every train step and seed: eligible groups per step (the groups whose win count
   the method sends to its judge); the valid-proposal rate = valid proposals / judged groups; acceptance =
-  accepted / valid proposals; mean
-  segment length and mean Delta weighted by each step's valid proposals; and, where the env knows its
-  pivotal turns (``truth/*``), hit rate = hits / proposals, precision = accepted hits / accepted, recall =
-  accepted hits / hits, and the judged trajectories' pivotal share weighted by proposals.
+  accepted / valid proposals; mean segment length and mean Delta weighted by each step's valid proposals;
+  and, where the env knows its pivotal turns (``truth/*``), hit rate = hits / proposals, precision = accepted
+  hits / accepted, recall = accepted hits / hits, and the judged trajectories' pivotal share weighted by
+  proposals.
 
 Only finished cells (their settings unchanged, the final eval record present) enter the tables.
 """
@@ -258,13 +258,14 @@ def proposal_stats(results: list[CellResult]) -> dict[str, Any]:
     """Pooled over every train record: valid and accepted proposals, acceptance, weighted length and Delta,
     and the ground-truth ratios where the env logs them."""
     recs = [t for r in results for t in r.train]
-    valid = sum(float(t.get("credit/valid_proposals", 0.0)) for t in recs)
-    accepted = sum(float(t.get("credit/accepted", 0.0)) for t in recs)
-    logged = [t for t in recs if "credit/eligible_groups" in t]  # a judge's method that logs its groups
-    eligible = sum(float(t["credit/eligible_groups"]) for t in logged)
-    judged = sum(float(t.get("credit/judged_groups", 0.0)) for t in logged)
-    return {"eligible_per_step": _ratio(eligible, len(logged)),
-            "valid_rate": _ratio(sum(float(t.get("credit/valid_proposals", 0.0)) for t in logged), judged),
+
+    def total(key: str, among: list[dict[str, Any]] = recs) -> float:
+        return sum(float(t.get(key, 0.0)) for t in among)
+
+    valid, accepted = total("credit/valid_proposals"), total("credit/accepted")
+    logged = [t for t in recs if "credit/eligible_groups" in t]  # the steps of a method that logs its groups
+    return {"eligible_per_step": _ratio(total("credit/eligible_groups", logged), len(logged)),
+            "valid_rate": _ratio(total("credit/valid_proposals", logged), total("credit/judged_groups", logged)),
             "valid": valid, "accepted": accepted, "acceptance": _ratio(accepted, valid),
             "segment_turns": _weighted(recs, "credit/segment_turns", "credit/valid_proposals"),
             "delta": _weighted(recs, "credit/delta", "credit/valid_proposals"), **truth_stats(recs)}
