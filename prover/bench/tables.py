@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,7 +259,7 @@ def proposal_stats(results: list[CellResult]) -> dict[str, Any]:
     and the ground-truth ratios where the env logs them."""
     recs = [t for r in results for t in r.train]
 
-    def total(key: str, among: list[dict[str, Any]] = recs) -> float:
+    def total(key: str, among: Iterable[Mapping[str, float]] = recs) -> float:
         return sum(float(t.get(key, 0.0)) for t in among)
 
     valid, accepted = total("credit/valid_proposals"), total("credit/accepted")
