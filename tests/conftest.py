@@ -13,10 +13,28 @@ from benchmarks.checks.tiny_run import TINY_RUN
 # litellm (pulled in by some judges) would otherwise fetch its model cost map over the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-try:  # keep torch from using every core: the suite runs next to other work
+# The suite runs on pytest-xdist workers (`-n auto` in pyproject's addopts), at most MAX_WORKERS of them: each
+# worker loads its own models, so more would cost memory faster than they save time. The cores are shared out
+# among them, so that torch in one worker does not oversubscribe the others' cores.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+# Each worker's share of the cores, at most 2 threads (the suite runs next to other work). A worker exports it
+# through OMP_NUM_THREADS as well, unless set, so that the servers and runs its tests start as subprocesses keep
+# to the same share: OpenMP threads that outnumber the free cores spin against each other and run several times
+# slower. Only a worker: the process that starts them imports this file too, and what it exported they inherit.
+TEST_THREADS = max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", str(TEST_THREADS))
+
+try:
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(TEST_THREADS)
 except ImportError:  # pragma: no cover - torch is a dependency, but the conftest must not need it
     pass
 
@@ -153,6 +171,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # The files with the most slow tests first (each file keeps its order): the workers take files in this
+    # order, so a long file started last would leave the other workers idle while it runs.
+    slow_in_file: dict[str, int] = {}
+    for item in items:
+        slow_in_file[item.nodeid.split("::")[0]] = slow_in_file.get(item.nodeid.split("::")[0], 0) + (
+            item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow_in_file[item.nodeid.split("::")[0]])
 
 
 # =================================================================================================

@@ -29,7 +29,10 @@ class ServedModel:
     answers (or fails with the log's tail); ``srv.api_base`` and ``srv.model`` are what a judge needs."""
 
     def __init__(self, argv: list[str], port: int, log: Path, *, ready_s: float = 300.0,
-                 threads: int = 2) -> None:
+                 threads: int | None = None) -> None:
+        # the threads the test process was given (tests/conftest.py exports them), so that a server beside
+        # another worker does not oversubscribe the cores
+        threads = threads or int(os.environ.get("OMP_NUM_THREADS") or 2)
         self.argv, self.port, self.log, self.ready_s, self.threads = argv, port, log, ready_s, threads
         self.api_base = f"http://127.0.0.1:{port}/v1"
         self.model = ""
@@ -83,4 +86,5 @@ def llama_cpp_serve(gguf: Path, alias: str, log: Path) -> ServedModel:
     from prover.judges.serve_judge import server_argv
 
     port = free_port()
-    return ServedModel(server_argv(gguf, alias, port, threads=2, n_ctx=8192), port, log)
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 2)
+    return ServedModel(server_argv(gguf, alias, port, threads=threads, n_ctx=8192), port, log, threads=threads)
