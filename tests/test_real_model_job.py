@@ -13,21 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from prover.errors import ConfigError
-
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir():
-    pytest.importorskip("gguf")
-    from prover.judges.gguf_convert import convert
-
-    try:
-        return convert()[0]  # once per machine: ~/.cache/prover/models/smollm2-135m-instruct
-    except ConfigError as exc:  # the wheel is not installed
-        pytest.skip(str(exc))
 
 
 def test_the_shipped_real_model_job_runs_end_to_end_in_small(smollm2_dir, tmp_path):
