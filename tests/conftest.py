@@ -189,13 +189,12 @@ def pytest_collection_modifyitems(config, items):
     # The files with a test of minutes first (``@pytest.mark.slow(minutes=10)``), then those with the most slow
     # tests (each file keeps its order): the workers start in this order, and a long test started last would
     # leave the other workers idle while it runs.
-    weight: dict[str, tuple[float, int]] = {}
+    weight: dict[object, tuple[float, int]] = {}
     for item in items:
         slow = list(item.iter_markers("slow"))
-        minutes, count = weight.get(item.nodeid.split("::")[0], (0.0, 0))
-        weight[item.nodeid.split("::")[0]] = (max([minutes, *(m.kwargs.get("minutes", 0) for m in slow)]),
-                                              count + bool(slow))
-    items.sort(key=lambda item: tuple(-w for w in weight[item.nodeid.split("::")[0]]))
+        minutes, count = weight.get(item.path, (0.0, 0))
+        weight[item.path] = (max([minutes, *(m.kwargs.get("minutes", 0) for m in slow)]), count + bool(slow))
+    items.sort(key=lambda item: tuple(-w for w in weight[item.path]))
 
 
 # =================================================================================================

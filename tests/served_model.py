@@ -24,15 +24,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_threads() -> int:
+    """The threads the test process was given (tests/conftest.py exports them to each worker), so that a server
+    beside another worker does not oversubscribe the cores."""
+    return int(os.environ.get("OMP_NUM_THREADS") or 2)
+
+
 class ServedModel:
     """``with ServedModel(argv, port, log) as srv:`` starts ``argv`` and waits until ``/v1/models``
     answers (or fails with the log's tail); ``srv.api_base`` and ``srv.model`` are what a judge needs."""
 
     def __init__(self, argv: list[str], port: int, log: Path, *, ready_s: float = 300.0,
                  threads: int | None = None) -> None:
-        # the threads the test process was given (tests/conftest.py exports them), so that a server beside
-        # another worker does not oversubscribe the cores
-        threads = threads or int(os.environ.get("OMP_NUM_THREADS") or 2)
+        threads = threads or server_threads()
         self.argv, self.port, self.log, self.ready_s, self.threads = argv, port, log, ready_s, threads
         self.api_base = f"http://127.0.0.1:{port}/v1"
         self.model = ""
@@ -86,5 +90,5 @@ def llama_cpp_serve(gguf: Path, alias: str, log: Path) -> ServedModel:
     from prover.judges.serve_judge import server_argv
 
     port = free_port()
-    threads = int(os.environ.get("OMP_NUM_THREADS") or 2)
+    threads = server_threads()
     return ServedModel(server_argv(gguf, alias, port, threads=threads, n_ctx=8192), port, log, threads=threads)
