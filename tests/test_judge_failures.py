@@ -19,7 +19,7 @@ from prover.config import TrainConfig
 from prover.credit.base import CreditContext
 from prover.credit.prover import ProVer
 from prover.episodes.branching import BranchResult
-from prover.errors import JudgeError
+from prover.errors import ConfigError, JudgeError
 from prover.judges.agentic import LiteLLMJudge, LiteLLMJudgeConfig
 from prover.judges.health import FailureWatch, judge_metrics, usage_metrics
 from prover.judges.tools import turn_text
@@ -83,6 +83,20 @@ def test_an_unreachable_server_is_a_connection_error():
     pytest.importorskip("litellm")
     result = judge_for(closed_port_url(), max_retries=0).propose(request_for(trajectory("f", 3, False)))
     assert result.usage.errors_by_kind == {"connection": 1} and result.error == "connection"
+
+
+def test_a_judge_whose_server_is_down_is_refused_before_any_work(server):
+    """A run checks its judge before any work: a server that answers anything (the scripted one answers GET with
+    501) passes; a closed port is one line naming the address and what to start, with no request sent."""
+    judge_for(server.url).check_ready()
+    assert server.requests == []  # the probe is a GET, never a chat request
+    url = closed_port_url()
+    with pytest.raises(ConfigError) as caught:
+        judge_for(url).check_ready()
+    text = str(caught.value)
+    assert "\n" not in text and f"no server answers at {url} (" in text and "`prover serve-judge`" in text
+    mocked = judge_for(url, litellm_kwargs={"mock_response": "ok"})
+    mocked.check_ready()  # LiteLLM answers a mocked model itself: no server to look for
 
 
 # -- retries and lost proposals in the step's metrics and saved groups ----------------------------

@@ -56,6 +56,8 @@ BAD_STARTS = {
     "judge key unset": (["judge.name=litellm", "judge.model=openai/gpt-x", "judge.api_key_env=PROVER_TEST_UNSET_KEY"],
                         "'PROVER_TEST_UNSET_KEY'"),
     "provider key unset": (["judge.name=litellm", "judge.model=gpt-5.4-mini"], "OPENAI_API_KEY"),
+    "judge server down": (["judge.name=litellm", "judge.model=openai/x", "judge.api_base=http://127.0.0.1:9/v1"],
+                          "no server answers at http://127.0.0.1:9/v1"),
     "grpo at G=1": (["credit.name=grpo", "rollout.group_size=1"], "gives it no signal"),
 }
 

@@ -7,12 +7,14 @@ the key itself never enters a config, a cache key, a cache file, a log line or a
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
 import random
 import re
 import time
+import urllib.request
 import warnings
 from types import ModuleType
 from typing import Any, Literal
@@ -24,9 +26,11 @@ from prover.chat.cache import ReplyCache
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.chat.render import cut_text
 from prover.errors import ConfigError
-from prover.system.httpio import within
+from prover.system.httpio import fetch, within
 
 log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
+MOCK_KWARGS = {"mock_response", "mock_tool_calls"}  # LiteLLM answers these itself: no key, no server
+PROBE_S = 10.0  # a local server that cannot answer one GET in this long is down or wedged, not busy
 RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",
                    "max_retries"}
 
@@ -262,15 +266,30 @@ class LiteLLMChat(ChatModel):
         return cut_text(self._redact(" ".join(str(exc).split())), ERROR_CHARS)
 
     def check_ready(self) -> None:
+        """The key (see ``_load``) and, with ``api_base``, a server that answers there: without this a run
+        whose server is down would train on, every request failing and its groups falling back to GRPO."""
         if self._litellm is None:
             self._litellm = self._load()
+        if self.settings.api_base and not MOCK_KWARGS & set(self.settings.litellm_kwargs):
+            self._probe(self.settings.api_base)
+
+    def _probe(self, api_base: str) -> None:
+        """Any HTTP reply to ``GET {api_base}/models`` counts (an OpenAI-compatible server lists its models
+        there; a proxy may refuse the path, which still shows it listening); no reply is a one-line error."""
+        url = f"{api_base.rstrip('/')}/models"
+        try:
+            fetch(urllib.request.Request(url, method="GET"), min(PROBE_S, self.settings.timeout_s))
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timed out, a malformed URL
+            reason = cut_text(" ".join(str(getattr(exc, "reason", exc) or type(exc).__name__).split()), 200)
+            raise ConfigError(f"model {self.settings.model!r}: no server answers at {api_base} ({reason}); start "
+                              "it first (a local judge: `prover serve-judge`) or fix api_base") from None
 
     def _load(self) -> Any:
         """Import litellm; without api_key_env or api_base, check the provider's key variable is set
         (a missing key otherwise comes back as a retried HTTP 500 on every request)."""
         litellm = _import_litellm()
         s = self.settings
-        mocked = {"mock_response", "mock_tool_calls"} & set(s.litellm_kwargs)
+        mocked = MOCK_KWARGS & set(s.litellm_kwargs)
         if self._api_key is None and not mocked:
             missing = litellm.validate_environment(model=s.model).get("missing_keys") or []
             if missing:
