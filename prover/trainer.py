@@ -32,12 +32,13 @@ from prover.judges import make_judge
 from prover.progress import Reporter
 from prover.rollout import Rollout, build_rollout, check_env_errors, engine_counts
 from prover.rundir.eval_cache import EvalCache
-from prover.rundir.preflight import preflight
+from prover.rundir.preflight import precision_note, preflight
 from prover.rundir.run import RunDir, RunLock, load_checkpoint_state
 from prover.rundir.samples import saved_groups
 from prover.rundir.trackers import Trackers
 from prover.seeding import derive_seed, eval_seed
 from prover.system.distributed import Ranks
+from prover.system.environment import cpu, torch_side
 from prover.system.threads import apply_threads
 from prover.types import Advantages, Batch, MetricsRow, RolloutRequest, SamplingParams
 
@@ -160,6 +161,8 @@ class Trainer:
         self.model = preflight(cfg, resume)
         self.ranks.check_config(cfg.rollout.groups_per_step, cfg.rollout.max_off_policy_steps)
         apply_threads(cfg.threads, self.model.hidden_size)  # before torch builds or loads anything
+        if self.ranks.is_main and (why := precision_note(cfg, bool(torch_side()["gpus"]), cpu()["flags"])):
+            self.report.note(why)
         if ckpt is not None:  # a resume: say which damaged checkpoints it passes over
             for line in self.run.damaged:
                 self.report.note(f"{line}; resuming from {ckpt.name} instead")

@@ -66,6 +66,27 @@ def test_the_cpu_record_reads_the_first_processor_of_proc_cpuinfo(tmp_path):
     assert environment.cpu(tmp_path / "absent")["flags"] is None  # unknown, not "has none of them"
 
 
+def test_bfloat16_on_a_cpu_without_its_instructions_gets_a_note():
+    """AVX512-BF16 or AMX multiply bfloat16 in hardware; without both, a run asking for bfloat16 is told it is
+    slower there; on a GPU, in float32, or where the flags are unknown, nothing is said."""
+    from prover.config import TrainConfig
+    from prover.rundir.preflight import precision_note
+
+    avx2 = {"avx2": True, "avx512f": False, "avx512_bf16": False, "amx_bf16": False, "amx_tile": False}
+    assert environment.native_bfloat16(avx2) is False
+    assert environment.native_bfloat16({**avx2, "amx_bf16": True}) is True
+    assert environment.native_bfloat16({**avx2, "avx512_bf16": True}) is True
+    assert environment.native_bfloat16(None) is None
+    bf16 = TrainConfig.model_validate({"model": {"engine_dtype": "bfloat16"}, "learner": {"autocast": "bfloat16"}})
+    note = precision_note(bf16, on_gpu=False, flags=avx2)
+    assert note is not None and note.startswith("model.engine_dtype=bfloat16, learner.autocast=bfloat16 on a CPU "
+                                                "without AVX512-BF16 or AMX") and "\n" not in note
+    assert precision_note(bf16, on_gpu=True, flags=avx2) is None
+    assert precision_note(bf16, on_gpu=False, flags={**avx2, "amx_bf16": True}) is None
+    assert precision_note(bf16, on_gpu=False, flags=None) is None  # unknown, not absent
+    assert precision_note(TrainConfig(), on_gpu=False, flags=avx2) is None  # float32 throughout
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 

@@ -32,6 +32,7 @@ from prover.learning.lora import check_lora
 from prover.learning.model_folder import ModelSpec, model_spec
 from prover.registry import CREDIT
 from prover.rundir.trackers import check_trackers
+from prover.system.environment import native_bfloat16
 
 
 def preflight(cfg: TrainConfig, resume: bool = False) -> ModelSpec:
@@ -50,6 +51,18 @@ def preflight(cfg: TrainConfig, resume: bool = False) -> ModelSpec:
     model = model_spec(cfg.model, whole_folder=not resume or cfg.model.lora.enabled)
     check_lora(cfg)  # model.lora: peft imports, its target layers exist
     return model
+
+
+def precision_note(cfg: TrainConfig, on_gpu: bool, flags: dict[str, bool] | None) -> str | None:
+    """A note, not a refusal, when a run asks a CPU without bfloat16 instructions for bfloat16: the run works,
+    several times slower than in float32. ``flags``: ``prover.system.environment.cpu()["flags"]``."""
+    asked = [setting for setting, on in (("model.dtype=bfloat16", cfg.model.dtype == "bfloat16"),
+                                         ("model.engine_dtype=bfloat16", cfg.model.engine_dtype == "bfloat16"),
+                                         ("learner.autocast=bfloat16", cfg.learner.autocast == "bfloat16")) if on]
+    if not asked or on_gpu or native_bfloat16(flags) is not False:
+        return None
+    return (f"{', '.join(asked)} on a CPU without AVX512-BF16 or AMX: torch converts bfloat16 in software here, "
+            "so its products run several times slower than float32's (docs/perf.md); float32 is faster on this CPU")
 
 
 def check_run_folder(path: Path, setting: str = "run.dir") -> None:

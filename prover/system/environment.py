@@ -74,6 +74,15 @@ def cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
             "cores": os.cpu_count(), "usable_cores": usable}
 
 
+def native_bfloat16(flags: dict[str, bool] | None) -> bool | None:
+    """Whether the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), from ``cpu()["flags"]``; None when
+    the flags are unknown. Without either, torch converts bfloat16 in software and its products run slower than
+    float32's, several times so for a step's batched products (docs/perf.md, the kernels against torch's by rows)."""
+    if flags is None:
+        return None
+    return bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
+
+
 def cpuinfo_fields(text: str) -> list[tuple[str, str]]:
     """The ``key: value`` lines of the first processor in /proc/cpuinfo's text."""
     fields = []
