@@ -35,6 +35,7 @@ SMOKE = {
     "benchmarks.perf.decode_vs_llama": ["--smoke"],  # prover's side only, the tiny policy
     "benchmarks.perf.credit_speed": ["--groups", "2", "--group-size", "2", "--max-turns", "6"],
     "benchmarks.perf.env_speed": ["--steps", "50", "--real-steps", "5"],
+    "benchmarks.perf.kernel_rows": ["--smoke", "--out", "{tmp}/kernel-rows.json"],
     "benchmarks.perf.kv_cache": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--new-tokens", "2",
                                  "--obs-tokens", "4", "--out", "{tmp}/kv_cache.json"],
     "benchmarks.perf.logprob_match": ["--smoke", "--out", "{tmp}/logprob-match.json"],

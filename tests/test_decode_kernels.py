@@ -4,10 +4,13 @@ pass takes), strided inputs and biases; where they apply and where torch keeps t
 The rest of the kernels (norm, rotation, attention) are checked against transformers' forward in
 tests/test_fused_step.py.
 
-Skipped where the kernels cannot be built (no C compiler or no AVX-512): the engine then keeps torch's.
+Skipped where the kernels cannot be built (no C compiler, or neither AVX-512 nor AVX2 with FMA): the engine then
+keeps torch's.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,7 +40,7 @@ def test_float32_matches_the_definition(rows, k, n, bias):
     torch.testing.assert_close(y.double(), reference(x, w, b), atol=1e-5 * k ** 0.5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("rows,k,n", [s for s in SHAPES if s[0] <= kernels.MAX_ROWS[torch.bfloat16]])
+@pytest.mark.parametrize("rows,k,n", [s for s in SHAPES if s[0] <= kernels.max_rows(torch.bfloat16)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
     """bfloat16 inputs: every product is exact in float32 and the sum is rounded once to bfloat16, so each
@@ -64,7 +67,7 @@ def test_a_strided_input_and_leading_dimensions():
 
 def test_torch_keeps_what_the_kernels_do_not_take():
     w = torch.randn(8, 16)
-    assert kernels.linear(torch.randn(kernels.MAX_ROWS[torch.float32] + 1, 16), w, None) is None  # too many rows
+    assert kernels.linear(torch.randn(kernels.max_rows(torch.float32) + 1, 16), w, None) is None  # too many rows
     assert kernels.linear(torch.randn(2, 16, dtype=torch.float64), w.double(), None) is None  # no float64 kernel
     assert kernels.linear(torch.randn(2, 16).bfloat16(), w, None) is None  # mixed dtypes
     assert kernels.linear(torch.randn(2, 16), w.t().contiguous().t(), None) is None  # a transposed weight
@@ -114,10 +117,33 @@ def test_an_unwritable_cache_is_a_reason_not_an_error(tmp_path):
     assert kernels.build(blocked / "kernels" / "k.so").startswith("cannot write")
 
 
-def test_a_cpu_without_avx512_gets_the_compilers_reason(monkeypatch, tmp_path):
-    """Compiled for a CPU without AVX-512 (-march=x86-64-v3 appended after -march=native), the source stops
-    with its #error line, and the build says so."""
+def _built_for(march: str, out: Path, monkeypatch) -> str | None:
+    """Build for another instruction set than this CPU's (-march appended after -march=native wins)."""
     real = kernels.subprocess.run
-    monkeypatch.setattr(kernels.subprocess, "run", lambda cmd, **kw: real([*cmd, "-march=x86-64-v3"], **kw))
-    why = kernels.build(tmp_path / "k.so")
-    assert why is not None and "AVX-512" in why and not (tmp_path / "k.so").exists()
+    monkeypatch.setattr(kernels.subprocess, "run", lambda cmd, **kw: real([*cmd, f"-march={march}"], **kw))
+    return kernels.build(out)
+
+
+def test_a_cpu_without_avx2_gets_the_compilers_reason(monkeypatch, tmp_path):
+    """Compiled for a CPU without AVX2 (x86-64-v2), the source stops with its #error line, and the build says so."""
+    why = _built_for("x86-64-v2", tmp_path / "k.so", monkeypatch)
+    assert why is not None and "AVX2" in why and not (tmp_path / "k.so").exists()
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= set(kernels.cpu_flags().split()), reason="this CPU runs no AVX2 code")
+def test_the_avx2_build_matches_the_definition(monkeypatch, tmp_path):
+    """The AVX2 loops (8-float vectors, scalar tails), built for x86-64-v3 whatever this CPU has beyond it: the
+    products of the shapes above against float64, as the tests above check the native build."""
+    assert _built_for("x86-64-v3", tmp_path / "k.so", monkeypatch) is None
+    lib = kernels.open_library(tmp_path / "k.so")
+    assert lib.prover_gemv_isa() == 0
+    for rows, k, n in SHAPES:
+        g = torch.Generator().manual_seed(rows * 1000 + k + n)
+        x, w, b = torch.randn(rows, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n, generator=g)
+        for dtype, fn in ((torch.float32, lib.prover_gemv_f32), (torch.bfloat16, lib.prover_gemv_bf16)):
+            xs, ws, bs = x.to(dtype), w.to(dtype), b.to(dtype)
+            y = torch.empty(rows, n, dtype=dtype)
+            fn(ws.data_ptr(), xs.data_ptr(), y.data_ptr(), bs.data_ptr(), n, k, rows, k, n)
+            exact = reference(xs, ws, bs)
+            tol = exact.abs() * (2.0 ** -8 if dtype == torch.bfloat16 else 1e-6) + 1e-5 * k ** 0.5
+            assert ((y.double() - exact).abs() <= tol).all(), (rows, k, n, dtype)

@@ -196,7 +196,8 @@ def render(results: dict) -> str:
         from benchmarks.perf.async_rollout import section as async_section
 
         parts += [""] + async_section(results["async"])
-    if {"bandwidth", "decode-vs-llama", "step-ratio-alfworld", "step-ratio-pivot2", "logprob-match"} & set(results):
+    if {"bandwidth", "decode-vs-llama", "kernel-rows", "step-ratio-alfworld", "step-ratio-pivot2",
+            "logprob-match"} & set(results):
         parts += [""] + decode_section(results)
     if {"chat-step", "kv-cache", "learner-sequences", "bf16", "branch-prefill"} & set(results):
         from benchmarks.perf.page_real_model import section as real_model_section

@@ -1,13 +1,14 @@
 """docs/perf.md's section on decoding against the machine's limits: the memory bandwidth a thread gets
 (benchmarks/perf/bandwidth.py), prover's decode against llama.cpp on the same weights, precision, batch,
-threads and tokens (decode_vs_llama.py), and a real model's RL step against an earlier revision
+threads and tokens (decode_vs_llama.py), the engine's kernels against torch's by rows of input (kernel_rows.py),
+and a real model's RL step against an earlier revision
 (step_ratio.py), each with the CPU it ran on."""
 
 from __future__ import annotations
 
 TITLE = "## Decoding against the memory limit"
 OFF = "prover, transformers forward"  # decode_vs_llama's side with the engine's decode levers off
-FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
               "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
 
@@ -93,6 +94,31 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
     return lines
 
 
+def kernel_rows_lines(res: dict) -> list[str]:
+    """The small-batch kernels against torch's products by rows of input (kernel_rows.py), on the CPU it names."""
+    rows = res["settings"]["rows"]
+    lines = ["", "### The engine's kernels against torch's products, by rows of input", "",
+             "`python -m benchmarks.perf.kernel_rows`: SmolLM2-135M-Instruct's decode products "
+             f"({res['settings']['layers']} layers of 7 matrices, random numbers of the real shapes, more than the "
+             "last-level cache holds), one "
+             f"thread, best of {res['settings']['rounds']} passes by CPU seconds; load average "
+             f"{res['load']['start']:.1f} at the start (the numbers move by a fifth between runs at that load). The "
+             f"kernels built for {res['gemv_isa']}. Each cell: GB/s of weights read by the kernel, by torch's "
+             "`F.linear`, and the kernel's speed over torch's. `MAX_ROWS` in `prover.engines.decode_kernels` "
+             "takes the kernel up to the row count where it stops winning on each instruction set.", "",
+             "| weights | " + " | ".join(f"{r} row{'s' if r != 1 else ''}" for r in rows) + " |",
+             "|---|" + "---|" * len(rows)]
+    for name, sweep in res["dtypes"].items():
+        cells = [sweep["rows"][str(r)] for r in rows]
+        lines.append(f"| {name} | " + " | ".join(f"{c['kernel_gb_per_s']:.1f} / {c['torch_gb_per_s']:.1f} "
+                                                  f"({c['torch_over_kernel']:.2f}x)" for c in cells) + " |")
+    lines += ["", cpu_line(res["cpu"]) + " " + (
+        "Without bfloat16 instructions torch converts in software, which is why its bfloat16 products fall so far "
+        "behind; the kernel widens bfloat16 to float32 in registers and reads half the bytes."
+        if not res["cpu"].get("flags", {}).get("avx512_bf16") else "")]
+    return lines
+
+
 def step_lines(results: dict) -> list[str]:
     lines = ["", "### A real model's RL step against the revision before the decode loop", "",
              "`python -m benchmarks.perf.step_ratio --before REV --case CASE`: the revision before the decode loop "
@@ -158,6 +184,8 @@ def section(results: dict) -> list[str]:
         lines += bandwidth_lines(results["bandwidth"])
     if "decode-vs-llama" in results:
         lines += decode_lines(results["decode-vs-llama"], results.get("bandwidth"))
+    if "kernel-rows" in results:
+        lines += kernel_rows_lines(results["kernel-rows"])
     if any(f"step-ratio-{c}" in results for c in STEP_CASES):
         lines += step_lines(results)
     if "logprob-match" in results:

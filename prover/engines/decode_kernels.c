@@ -7,15 +7,15 @@
  * torch calls at that shape read them at half the machine's bandwidth or less (bfloat16 worst). These
  * loops stream each weight row once for every row of x, accumulate in float32, and round the result once.
  * Compiled on the machine that runs them (-O3 -march=native by prover.engines.decode_kernels), so the widest
- * instructions it has are the ones used: AVX512-BF16 dot products, else AVX-512 FMAs. Plain C loops were
- * 3-20x slower than torch (a float sum is not reordered into vectors), so a CPU without AVX-512 gets no
- * build and keeps torch's products.
+ * instructions it has are the ones used: AVX512-BF16 dot products, else AVX-512 FMAs, else AVX2 FMAs on
+ * 8-float vectors (most laptop and AMD Zen 2/3 CPUs). Plain C loops were 3-20x slower than torch (a float sum
+ * is not reordered into vectors), so a CPU without AVX2 and FMA gets no build and keeps torch's products.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#ifndef __AVX512F__
-#error "these loops need AVX-512; without it the engine keeps torch's products"
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+#error "these loops need AVX-512, or AVX2 with FMA; without them the engine keeps torch's products"
 #endif
 #include <immintrin.h>
 
@@ -34,6 +34,7 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     return (uint16_t)(u >> 16);
 }
 
+#if defined(__AVX512F__)
 static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfloat16 -> 16 float */
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -44,6 +45,8 @@ static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfl
  * three quarters of the bandwidth. */
 #define NB 8
 #define MB 4
+#define WIDE_NB 8 /* weight rows a pass at one or two rows of x */
+#define NARROW_NB 4 /* and at more */
 
 /* The lane sums of a, b, c and d into out[0..3]: three levels of adds over shuffled halves, a third of the
  * instructions of four separate reductions (at 8 or 16 rows of x they were the loop's largest cost). */
@@ -142,18 +145,81 @@ static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, 
 }
 #endif
 
+#else /* AVX2 and FMA: 8 floats a vector, 16 vector registers */
+
+static inline __attribute__((always_inline)) __m256 widen8(const uint16_t *h) { /* 8 bfloat16 -> 8 float */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
+}
+
+/* A pass takes nb weight rows against mb rows of x: 8 x 1 or 8 x 2, as with AVX-512 (eight streams measured
+ * faster than four at one or two rows on an AVX2 EPYC, though 8 x 2 accumulators and their weight vectors spill
+ * some of the 16 registers), 2 x 4 for more rows, which fits them. The last k % 8 columns are summed one by one. */
+#define NB 8
+#define MB 4
+#define WIDE_NB 8
+#define NARROW_NB 2
+
+static inline __attribute__((always_inline)) float hsum8(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline __attribute__((always_inline)) void reduce4(__m256 a, __m256 b, __m256 c, __m256 d, float *out) {
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d)); /* per 128-bit half: a b c d */
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
+static inline __attribute__((always_inline)) void store_sums(__m256 acc[NB][MB], float *out, int nb, int mb) {
+    for (int i = 0; i < mb; i++) {
+        int j = 0;
+        for (; j + 4 <= nb; j += 4) reduce4(acc[j][i], acc[j + 1][i], acc[j + 2][i], acc[j + 3][i], out + i * NB + j);
+        for (; j < nb; j++) out[i * NB + j] = hsum8(acc[j][i]);
+    }
+}
+
+#define AVX2_BLOCK(name, T, LOADW, LOADX, SCALAR)                                                              \
+    static inline __attribute__((always_inline)) void name(const T *w, const T *x, float *out, int64_t k,      \
+                                                           int64_t ldx, int nb, int mb) {                      \
+        __m256 acc[NB][MB];                                                                                    \
+        for (int j = 0; j < NB; j++)                                                                           \
+            for (int i = 0; i < MB; i++) acc[j][i] = _mm256_setzero_ps();                                      \
+        int64_t kk = 0;                                                                                        \
+        for (; kk + 8 <= k; kk += 8) {                                                                         \
+            __m256 wv[NB];                                                                                     \
+            for (int j = 0; j < nb; j++) {                                                                     \
+                wv[j] = LOADW(w + j * k + kk);                                                                 \
+                _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);                              \
+            }                                                                                                  \
+            for (int i = 0; i < mb; i++) {                                                                     \
+                __m256 xv = LOADX(x + i * ldx + kk);                                                           \
+                for (int j = 0; j < nb; j++) acc[j][i] = _mm256_fmadd_ps(wv[j], xv, acc[j][i]);                \
+            }                                                                                                  \
+        }                                                                                                      \
+        store_sums(acc, out, nb, mb);                                                                          \
+        for (int i = 0; i < mb; i++)                                                                           \
+            for (int j = 0; j < nb; j++)                                                                       \
+                for (int64_t t = kk; t < k; t++)                                                               \
+                    out[i * NB + j] += SCALAR(w[j * k + t]) * SCALAR(x[i * ldx + t]);                          \
+    }
+
+static inline float f32_as_is(float v) { return v; }
+AVX2_BLOCK(block_f32, float, _mm256_loadu_ps, _mm256_loadu_ps, f32_as_is)
+AVX2_BLOCK(block_bf16, uint16_t, widen8, widen8, bf16_to_f32)
+#endif
+
 /* The constant nb and mb of each call below let the compiler unroll every loop over them and keep the
  * accumulators in registers. */
 #define DISPATCH(fn, w, x, out, k, ldx, nb, mb)                                                                  \
     switch ((nb) * 8 + (mb)) {                                                                                 \
-    case 8 * 8 + 1: fn(w, x, out, k, ldx, 8, 1); break;                                                        \
-    case 8 * 8 + 2: fn(w, x, out, k, ldx, 8, 2); break;                                                        \
-    case 4 * 8 + 4: fn(w, x, out, k, ldx, 4, 4); break;                                                        \
-    case 4 * 8 + 3: fn(w, x, out, k, ldx, 4, 3); break;                                                        \
+    case WIDE_NB * 8 + 1: fn(w, x, out, k, ldx, WIDE_NB, 1); break;                                            \
+    case WIDE_NB * 8 + 2: fn(w, x, out, k, ldx, WIDE_NB, 2); break;                                            \
+    case NARROW_NB * 8 + 4: fn(w, x, out, k, ldx, NARROW_NB, 4); break;                                        \
+    case NARROW_NB * 8 + 3: fn(w, x, out, k, ldx, NARROW_NB, 3); break;                                        \
     default: fn(w, x, out, k, ldx, nb, mb); break; /* the last weight rows of a matrix, n % nb of them */       \
     }
 
-static inline int rows_per_pass(int64_t m) { return m <= 2 ? 8 : 4; }
+static inline int rows_per_pass(int64_t m) { return m <= 2 ? WIDE_NB : NARROW_NB; }
 static inline int x_rows_per_pass(int64_t m) { return m <= 2 ? 2 : 4; }
 
 static inline float bias_at(const void *bias, int bf16, int64_t i) {
@@ -192,20 +258,45 @@ int prover_gemv_f32(const float *w, const float *x, float *y, const float *bias,
  * bfloat16 tensors are rounded where torch's module-by-module forward rounds them (each stored result),
  * except inside a fused operation, which rounds once. */
 
-/* Up to 16 values from x[at], float32 or bfloat16 widened, zeros past ``count``. */
-static inline __m512 load16(const void *x, int bf16, int64_t at, int64_t count) {
+/* One vector (VW floats) of the step's loops: up to VW values from x[at], float32 or bfloat16 widened, zeros
+ * past ``count``. */
+#if defined(__AVX512F__)
+#define VW 16
+typedef __m512 vec;
+static inline vec vload(const void *x, int bf16, int64_t at, int64_t count) {
     __mmask16 mask = count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1);
     return bf16 ? widen(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)x + at))
                 : _mm512_maskz_loadu_ps(mask, (const float *)x + at);
 }
+static inline vec vzero(void) { return _mm512_setzero_ps(); }
+static inline vec vset1(float v) { return _mm512_set1_ps(v); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline float vsum(vec a) { return _mm512_reduce_add_ps(a); }
+static inline void vstore(float *out, vec a) { _mm512_storeu_ps(out, a); }
+#else
+#define VW 8
+typedef __m256 vec;
+static inline vec vload(const void *x, int bf16, int64_t at, int64_t count) {
+    if (count >= 8) return bf16 ? widen8((const uint16_t *)x + at) : _mm256_loadu_ps((const float *)x + at);
+    float part[8] = {0}; /* AVX2 has no masked 16-bit load: the tail goes through a zeroed buffer */
+    for (int64_t i = 0; i < count; i++)
+        part[i] = bf16 ? bf16_to_f32(((const uint16_t *)x)[at + i]) : ((const float *)x)[at + i];
+    return _mm256_loadu_ps(part);
+}
+static inline vec vzero(void) { return _mm256_setzero_ps(); }
+static inline vec vset1(float v) { return _mm256_set1_ps(v); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+static inline float vsum(vec a) { return hsum8(a); }
+static inline void vstore(float *out, vec a) { _mm256_storeu_ps(out, a); }
+#endif
 
 static inline float sum_squares(const void *x, int bf16, int64_t k) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
-        __m512 v = load16(x, bf16, i, k - i);
-        acc = _mm512_fmadd_ps(v, v, acc);
+    vec acc = vzero();
+    for (int64_t i = 0; i < k; i += VW) {
+        vec v = vload(x, bf16, i, k - i);
+        acc = vfma(v, v, acc);
     }
-    return _mm512_reduce_add_ps(acc);
+    return vsum(acc);
 }
 
 static inline float get(const void *x, int bf16, int64_t i) {
@@ -282,10 +373,10 @@ int prover_rope_store(void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, 
 }
 
 static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, int64_t d, int bf16) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < d; i += 16)
-        acc = _mm512_fmadd_ps(load16(a, bf16, ai + i, d - i), load16(b, bf16, bi + i, d - i), acc);
-    return _mm512_reduce_add_ps(acc);
+    vec acc = vzero();
+    for (int64_t i = 0; i < d; i += VW)
+        acc = vfma(vload(a, bf16, ai + i, d - i), vload(b, bf16, bi + i, d - i), acc);
+    return vsum(acc);
 }
 
 /* Each row's one query per head against the first ``columns`` columns of the cache where mask (rows x
@@ -295,7 +386,7 @@ static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, in
 int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *keys,
                   const void *values, int64_t capacity, int64_t columns, const int64_t *mask, int64_t mask_stride,
                   float scale, void *out, float *scratch, int bf16) {
-    int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, vectors = (d + 15) / 16;
+    int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, vectors = (d + VW - 1) / VW;
     float *acc = scratch + columns;
     if (d > 256) return -1;
     for (int64_t r = 0; r < rows; r++)
@@ -307,27 +398,29 @@ int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads
                                                        : -INFINITY;
                 best = scratch[c] > best ? scratch[c] : best;
             }
-            __m512 sum[16]; /* d <= 256 */
-            for (int64_t i = 0; i < vectors; i++) sum[i] = _mm512_setzero_ps();
+            vec sum[256 / VW]; /* d <= 256 */
+            for (int64_t i = 0; i < vectors; i++) sum[i] = vzero();
             for (int64_t c = 0; c < columns; c++) {
                 if (scratch[c] == -INFINITY) continue;
                 float p = expf(scratch[c] - best);
                 total += p;
-                __m512 pv = _mm512_set1_ps(p);
+                vec pv = vset1(p);
                 for (int64_t i = 0; i < vectors; i++)
-                    sum[i] = _mm512_fmadd_ps(pv, load16(values, bf16, kv + c * d + i * 16, d - i * 16), sum[i]);
+                    sum[i] = vfma(pv, vload(values, bf16, kv + c * d + i * VW, d - i * VW), sum[i]);
             }
-            for (int64_t i = 0; i < vectors; i++) _mm512_storeu_ps(acc + i * 16, sum[i]);
+            for (int64_t i = 0; i < vectors; i++) vstore(acc + i * VW, sum[i]);
             for (int64_t j = 0; j < d; j++) put(out, bf16, (r * heads + h) * d + j, acc[j] / total);
         }
     return 0;
 }
 
-/* What the build chose, for the benchmarks' records: 2 AVX512-BF16 dot products, 1 AVX-512 FMAs. */
+/* What the build chose, for the benchmarks' records: 2 AVX512-BF16 dot products, 1 AVX-512 FMAs, 0 AVX2 FMAs. */
 int prover_gemv_isa(void) {
 #if defined(__AVX512BF16__)
     return 2;
-#else
+#elif defined(__AVX512F__)
     return 1;
+#else
+    return 0;
 #endif
 }

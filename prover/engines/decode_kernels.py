@@ -9,10 +9,10 @@ each weight once per call, prefetching the next rows, and accumulates in float32
 The C file is compiled here, for this CPU (``cc -O3 -march=native``), into the ``kernels`` folder of
 prover's cache (``$PROVER_CACHE``, ``~/.cache/prover`` by default) under a name that holds the source's digest
 and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, a CPU without AVX-512
-or an unwritable cache folder: no build, ``load`` says why, and every operation stays torch's.
+or AVX2 with FMA, or an unwritable cache folder: no build, ``load`` says why, and every operation stays torch's.
 
 ``install(model)`` routes the engine's own copy of the policy through ``linear``: each ``nn.Linear`` takes
-the kernel when its input has at most ``MAX_ROWS[dtype]`` rows, on CPU, under no_grad, and torch otherwise
+the kernel when its input has at most ``max_rows(dtype)`` rows, on CPU, under no_grad, and torch otherwise
 (prefill, the learner, GPUs). Weights are read at call time, so ``load_state_dict`` (a weight sync) needs
 nothing more. Results equal torch's up to the order of float32 sums (bfloat16 outputs are rounded once, to
 nearest even, as torch rounds them); ``tests/test_decode_kernels.py`` bounds the difference against float64.
@@ -38,10 +38,13 @@ from prover.system.files import cache_root
 SOURCE = Path(__file__).with_name("decode_kernels.c")
 COMPILE_TIMEOUT_S = 120
 
-# Rows of input up to which the kernel beats torch, measured by benchmarks/perf/bandwidth.py and on SmolLM2-135M's
-# decode shapes (Xeon with AVX512-BF16 and AMX, 1 thread): bfloat16 1.6-1.8x torch at 1-4 rows, slower from
-# 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
-MAX_ROWS = {torch.bfloat16: 4, torch.float32: 16}
+# Rows of input up to which the kernel beats torch, by the build's instruction set (``prover_gemv_isa``), measured on
+# SmolLM2-135M's decode shapes at 1 thread (benchmarks/perf/kernel_rows.py). AVX512-BF16 (a Xeon with AMX):
+# bfloat16 1.6-1.8x torch at 1-4 rows, slower from 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
+# AVX2 (an AMD EPYC without AVX-512): torch has no bfloat16 instructions to use there, so the kernel wins at every
+# row count (2.0-3.8x at 2-16 rows); float32 1.2-1.6x at 1-8 rows, even at 16.
+MAX_ROWS = {2: {torch.bfloat16: 4, torch.float32: 16}, 1: {torch.bfloat16: 4, torch.float32: 16},
+            0: {torch.bfloat16: 16, torch.float32: 16}}
 
 
 def cpu_flags() -> str:
@@ -93,9 +96,15 @@ def load() -> tuple[ctypes.CDLL | None, str | None]:
     if why is not None:
         return None, why
     try:
-        lib = ctypes.CDLL(str(path))
+        return open_library(path), None
     except OSError as err:
         return None, str(err)
+
+
+def open_library(path: Path) -> ctypes.CDLL:
+    """A built library with its functions' signatures declared (ctypes would otherwise pass every number as a C
+    int)."""
+    lib = ctypes.CDLL(str(path))
     ptr, i64, f32, flag = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
     signatures = {"prover_gemv_bf16": [ptr] * 4 + [i64] * 5, "prover_gemv_f32": [ptr] * 4 + [i64] * 5,
                   "prover_add_rmsnorm": [ptr] * 4 + [i64, i64, f32, flag],
@@ -105,21 +114,34 @@ def load() -> tuple[ctypes.CDLL | None, str | None]:
     for name, args in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
-    return lib, None
+    return lib
+
+
+@functools.cache
+def max_rows(dtype: torch.dtype) -> int:
+    """The most rows of input the kernel takes in ``dtype`` on this CPU's build (``MAX_ROWS``); 0 without a build."""
+    lib = load()[0]
+    return 0 if lib is None else MAX_ROWS[lib.prover_gemv_isa()].get(dtype, 0)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
     """``F.linear(x, weight, bias)`` by the kernel, or None when it does not apply (too many rows, a dtype
     it lacks, not on CPU, no build)."""
-    limit = MAX_ROWS.get(x.dtype)
     k = x.shape[-1]
     rows = x.numel() // k if k else 0
-    if (limit is None or rows == 0 or rows > limit or x.device.type != "cpu" or weight.dtype != x.dtype
+    if (rows == 0 or rows > max_rows(x.dtype) or x.device.type != "cpu" or weight.dtype != x.dtype
             or (bias is not None and bias.dtype != x.dtype) or not weight.is_contiguous()):
         return None
+    return gemv(x, weight, bias)
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The kernel's product whatever the row count (``linear`` checks where it applies; the benchmarks call this
+    to measure past ``MAX_ROWS``): CPU tensors of one dtype, float32 or bfloat16, a contiguous weight, a build."""
     lib = load()[0]
-    if lib is None:
-        return None
+    assert lib is not None
+    k = x.shape[-1]
+    rows = x.numel() // k
     flat = x.reshape(rows, k)
     if flat.stride(-1) != 1:
         flat = flat.contiguous()

@@ -53,11 +53,11 @@ DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserve
                "uses transformers' generate, as other models always do. Greedy outputs are the same either way.")
 
 
-CPU_KERNELS = ("On CPU, decode with prover's own kernels (prover.engines.decode_kernels, AVX-512, built with the "
-               "machine's C compiler on first use): linear layers of steps with few rows read their weights at "
-               "close to the memory's bandwidth, and the fused step's norms, rotations, cache writes and "
-               "attention run in C; false keeps torch's operations. Without a compiler or AVX-512 the engine "
-               "keeps torch's and says so once. Greedy outputs equal torch's up to float rounding.")
+CPU_KERNELS = ("On CPU, decode with prover's own kernels (prover.engines.decode_kernels, AVX-512 or AVX2, built "
+               "with the machine's C compiler on first use): linear layers of steps with few rows read their weights "
+               "at close to the memory's bandwidth, and the fused step's norms, rotations, cache writes and "
+               "attention run in C; false keeps torch's operations. Without a compiler, or without AVX-512 and "
+               "AVX2, the engine keeps torch's and says so once. Greedy outputs equal torch's up to float rounding.")
 
 
 FUSED_DECODE_STEP = ("Decode steps of Llama, Qwen2 and Qwen3 models run as prover.engines.fused_step: the query, "
