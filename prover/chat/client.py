@@ -7,14 +7,14 @@ the key itself never enters a config, a cache key, a cache file, a log line or a
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
 import random
 import re
+import socket
 import time
-import urllib.request
+import urllib.parse
 import warnings
 from types import ModuleType
 from typing import Any, Literal
@@ -26,11 +26,11 @@ from prover.chat.cache import ReplyCache
 from prover.chat.parsing import THINK, parse_tool_calls
 from prover.chat.render import cut_text
 from prover.errors import ConfigError
-from prover.system.httpio import fetch, within
+from prover.system.httpio import within
 
 log = logging.getLogger("prover.judges")  # the name it logged under before the chat layer had its own room
 MOCK_KWARGS = {"mock_response", "mock_tool_calls"}  # LiteLLM answers these itself: no key, no server
-PROBE_S = 10.0  # a local server that cannot answer one GET in this long is down or wedged, not busy
+PROBE_S = 10.0  # a server that does not accept a connection in this long is down or unreachable
 RESERVED_KWARGS = {"api_key", "api_base", "base_url", "model", "messages", "tools", "timeout", "num_retries",
                    "max_retries"}
 
@@ -274,13 +274,18 @@ class LiteLLMChat(ChatModel):
             self._probe(self.settings.api_base)
 
     def _probe(self, api_base: str) -> None:
-        """Any HTTP reply to ``GET {api_base}/models`` counts (an OpenAI-compatible server lists its models
-        there; a proxy may refuse the path, which still shows it listening); no reply is a one-line error."""
-        url = f"{api_base.rstrip('/')}/models"
+        """A TCP connection to ``api_base``'s host and port within PROBE_S, name lookup included; nothing is sent,
+        so a server that is busy, slow or strict about paths still passes. Refused, unreachable or unresolvable
+        is a one-line error."""
         try:
-            fetch(urllib.request.Request(url, method="GET"), min(PROBE_S, self.settings.timeout_s))
-        except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timed out, a malformed URL
-            reason = cut_text(" ".join(str(getattr(exc, "reason", exc) or type(exc).__name__).split()), 200)
+            parts = urllib.parse.urlsplit(api_base)
+            host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+            if not host:
+                raise ValueError("no host in it")
+            within(lambda: socket.create_connection((host, port), timeout=PROBE_S).close(),
+                   min(PROBE_S, self.settings.timeout_s), f"a connection to {host}:{port}")
+        except (OSError, ValueError) as exc:  # refused, timed out (TimeoutError), a malformed URL or port
+            reason = cut_text(" ".join(str(exc or type(exc).__name__).split()), 200)
             raise ConfigError(f"model {self.settings.model!r}: no server answers at {api_base} ({reason}); start "
                               "it first (a local judge: `prover serve-judge`) or fix api_base") from None
 
