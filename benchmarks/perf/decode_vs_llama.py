@@ -120,7 +120,7 @@ def measure(args: argparse.Namespace) -> dict:
     library = kernels.load()[0]
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
             "sides": {side: kwargs for side, kwargs in SIDES.items()},
-            "gemv_isa": {2: "AVX512-BF16", 1: "AVX-512"}[library.prover_gemv_isa()] if library else None,
+            "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}

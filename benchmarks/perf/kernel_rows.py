@@ -32,7 +32,6 @@ OUT = RESULTS / "kernel-rows.json"
 # (in, out) features of SmolLM2-135M's products in one layer: q, k, v, o, gate, up, down
 LAYER = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576)]
 LAYERS = 30
-ISA = {2: "AVX512-BF16", 1: "AVX-512", 0: "AVX2"}
 
 
 def cpu_seconds(fn, rounds: int) -> float:
@@ -74,7 +73,7 @@ def measure(rows: list[int], layers: int, rounds: int) -> dict:
     torch.set_num_threads(1)
     load_start, t0 = os.getloadavg()[0], time.perf_counter()
     try:
-        result = {"cpu": cpu(), "torch": torch.__version__, "gemv_isa": ISA[lib.prover_gemv_isa()],
+        result = {"cpu": cpu(), "torch": torch.__version__, "gemv_isa": kernels.ISA_NAMES[lib.prover_gemv_isa()],
                   "settings": {"rows": rows, "layers": layers, "rounds": rounds},
                   "dtypes": {name: sweep(dtype, rows, layers, rounds)
                              for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}}

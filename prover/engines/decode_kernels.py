@@ -43,6 +43,7 @@ COMPILE_TIMEOUT_S = 120
 # bfloat16 1.6-1.8x torch at 1-4 rows, slower from 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
 # AVX2 (an AMD EPYC without AVX-512): torch has no bfloat16 instructions to use there, so the kernel wins at every
 # row count (1.3-3.7x at 1-16 rows); float32 1.1-1.7x at 1-8 rows, even at 16.
+ISA_NAMES = {2: "AVX512-BF16", 1: "AVX-512", 0: "AVX2"}  # prover_gemv_isa()'s answers
 MAX_ROWS = {2: {torch.bfloat16: 4, torch.float32: 16}, 1: {torch.bfloat16: 4, torch.float32: 16},
             0: {torch.bfloat16: 16, torch.float32: 16}}
 
