@@ -26,23 +26,12 @@ from pathlib import Path
 import torch
 
 from benchmarks.perf.bandwidth import cpu
-from benchmarks.perf.results import RESULTS, stamp
+from benchmarks.perf.results import RESULTS, best_seconds, stamp
 
 OUT = RESULTS / "kernel-rows.json"
 # (in, out) features of SmolLM2-135M's products in one layer: q, k, v, o, gate, up, down
 LAYER = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576)]
 LAYERS = 30
-
-
-def cpu_seconds(fn, rounds: int) -> float:
-    """The fewest CPU seconds of ``rounds`` calls of ``fn``, after one untimed call."""
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def sweep(dtype: torch.dtype, rows: list[int], layers: int, rounds: int) -> dict:
@@ -56,8 +45,9 @@ def sweep(dtype: torch.dtype, rows: list[int], layers: int, rounds: int) -> dict
     for r in rows:
         inputs = {k: torch.randn(r, k, generator=g).to(dtype) for k in {k for k, _ in LAYER}}
         pairs = [(inputs[w.shape[1]], w) for w in weights]
-        ours = cpu_seconds(lambda pairs=pairs: [kernels.gemv(x, w) for x, w in pairs], rounds)
-        theirs = cpu_seconds(lambda pairs=pairs: [torch.nn.functional.linear(x, w) for x, w in pairs], rounds)
+        ours = best_seconds(lambda pairs=pairs: [kernels.gemv(x, w) for x, w in pairs], rounds, time.process_time)
+        theirs = best_seconds(lambda pairs=pairs: [torch.nn.functional.linear(x, w) for x, w in pairs], rounds,
+                              time.process_time)
         out[str(r)] = {"kernel_gb_per_s": gb / ours, "torch_gb_per_s": gb / theirs,
                        "torch_over_kernel": theirs / ours}
     return {"weight_gb": gb, "rows": out}
