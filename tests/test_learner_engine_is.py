@@ -161,3 +161,41 @@ def test_a_float32_engines_sampling_log_probs_match_the_float32_learners(tiny_po
                               for row, lp in zip(u.turn_rows, lps)])
     assert len(log_rho) >= 40
     assert np.mean(np.abs(log_rho)) < 1e-4 and np.max(np.abs(log_rho)) < 1e-3
+
+
+def test_one_optimizer_step_takes_the_old_log_probs_from_its_own_forward_pass(tiny_policy_dir, make_batch,
+                                                                              monkeypatch):
+    """One epoch of one mini-batch differentiates at the weights the recompute would use, so the update skips
+    that extra forward pass (verl's dp_actor ``on_policy``) and must land on the same weights as with it; two
+    epochs still recompute (their second pass runs at moved weights)."""
+    from prover.learning.learner import Learner
+
+    batch = make_batch([[(True, 2, None), (False, 1, None), (False, 2, None)]])
+    for k, turn in enumerate(batch.turns()):  # half the turns far less likely to the engine: their weight is capped
+        turn.logprobs = [lp - 30.0 * (k % 2) for lp in turn.logprobs]
+    recomputes = []
+    real_recompute = Learner.policy_logprobs
+    monkeypatch.setattr(Learner, "policy_logprobs", lambda self, units: recomputes.append(1) or
+                        real_recompute(self, units))
+
+    def trained_weights(**cfg) -> list[torch.Tensor]:
+        learner = Learner(tiny_policy_dir, LearnerConfig(loss_agg="token-mean", lr=1e-2, engine_is_cap=2.0, **cfg),
+                          max_completion_tokens=3)
+        adv = Advantages(values=[[[np.array(ADVANTAGES, np.float32)] * len(tr.turns) for tr in g.trajectories]
+                                 for g in batch.groups])
+        learner.update(batch, adv)
+        return [p.detach().clone() for p in learner.unwrapped().parameters()]
+
+    skipped = trained_weights()
+    assert recomputes == []
+    real_own = Learner._own_old_logprobs
+    monkeypatch.setattr(Learner, "_own_old_logprobs", lambda self, units, n_chunks: real_own(self, units, 2))
+    recomputed = trained_weights()
+    assert recomputes == [1]
+    start = [p.detach() for p in Learner(tiny_policy_dir, LearnerConfig()).unwrapped().parameters()]
+    moved = max(float((a - s).abs().max()) for a, s in zip(skipped, start))
+    assert moved > 1e-4  # the step moved the weights: the comparison below is not of two untrained models
+    assert max(float((a - b).abs().max()) for a, b in zip(skipped, recomputed)) < 1e-3 * moved
+    monkeypatch.setattr(Learner, "_own_old_logprobs", real_own)
+    trained_weights(ppo_epochs=2)
+    assert recomputes == [1, 1]

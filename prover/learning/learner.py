@@ -184,19 +184,17 @@ class Learner:
         finite = [r for r in rows if np.isfinite(r.advantages).all()]  # a NaN advantage never reaches a weight
         dropped, rows = len(rows) - len(finite), finite
         units = sequence_rows(rows, self.cfg.max_row_tokens) if self.cfg.sequence_rows else list(rows)
-        if self.cfg.engine_is_cap is not None:  # PPO's ratio against the learner's own log-probs
-            for unit, logps in zip(units, self.policy_logprobs(units)):
-                for row, logp in zip(unit.turn_rows, logps):
-                    row.engine_logprobs, row.old_logprobs = row.old_logprobs, logp
-        totals = UpdateTotals()
-        for _ in range(self.cfg.ppo_epochs):
+        totals, on_policy = UpdateTotals(), False
+        for epoch in range(self.cfg.ppo_epochs):
             self.rng.shuffle(units)
             chunks = [[units[i] for i in b] for b in turn_batches([len(u.turn_rows) for u in units],
                                                                    self.cfg.mini_batch_rows)]
-            n_chunks, n_micro = self._in_step(chunks)
+            n_chunks, n_micro = self._in_step(chunks)  # the same on every process
+            if epoch == 0 and self.cfg.engine_is_cap is not None:  # PPO's ratio against the learner's log-probs
+                on_policy = self._own_old_logprobs(units, n_chunks)
             chunks += [[self._padding_row()]] * (n_chunks - len(chunks))
             for chunk in chunks:
-                stats = self._mini_batch(chunk, n_micro, measure=not totals.mismatch)
+                stats = self._mini_batch(chunk, n_micro, measure=not totals.mismatch, on_policy=on_policy)
                 if not chunk[0].padding:  # only padding: this process learned nothing from it
                     totals.add(stats)
         out = totals.metrics(nonfinite_rows=dropped)
@@ -207,6 +205,21 @@ class Learner:
         out["learner/unique_tokens"] = float(unique_tokens(rows))
         out["learner/updates"] = float(totals.updates)
         return out
+
+    def _own_old_logprobs(self, units: list[Row | SequenceRow], n_chunks: int) -> bool:
+        """Give each turn row the learner's own log-probs as PPO's old ones (the engine's kept for the
+        importance weight). One epoch of one optimizer step takes its gradient at the very weights that would
+        recompute them, so there the forward pass's own log-probs, detached, are the old ones and the extra
+        pass is skipped (verl's dp_actor ``on_policy``): returns whether it was."""
+        if self.cfg.ppo_epochs == 1 and n_chunks == 1:
+            for unit in units:
+                for row in unit.turn_rows:
+                    row.engine_logprobs = row.old_logprobs
+            return True
+        for unit, logps in zip(units, self.policy_logprobs(units)):
+            for row, logp in zip(unit.turn_rows, logps):
+                row.engine_logprobs, row.old_logprobs = row.old_logprobs, logp
+        return False
 
     def _in_step(self, chunks: list[list[Row | SequenceRow]]) -> tuple[int, int | None]:
         """Across processes every one must run the same forward and backward passes (each backward
@@ -238,9 +251,10 @@ class Learner:
         return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.cfg.autocast != "off")
 
     def _mini_batch(self, rows: list[Row | SequenceRow], n_micro: int | None = None,
-                    measure: bool = False) -> dict[str, float]:
+                    measure: bool = False, on_policy: bool = False) -> dict[str, float]:
         """One optimizer step on ``rows`` (padding rows last), in at least ``n_micro`` micro-batches; with
-        ``measure``, the engine/learner mismatch of its tokens too (``engine_*``, ``mismatch_sums``)."""
+        ``measure``, the engine/learner mismatch of its tokens too (``engine_*``, ``mismatch_sums``); with
+        ``on_policy``, PPO's old log-probs are the forward pass's own (``_own_old_logprobs``)."""
         plan, rows, weights = self._micro_batch_plan(rows, n_micro)
         stats = dict.fromkeys(("pg_loss", "kl", "entropy", "clipfrac", "ppo_kl", "tokens", "padded_tokens"), 0.0)
         self.optimizer.zero_grad(set_to_none=True)
@@ -248,7 +262,8 @@ class Learner:
             micro = [rows[i] for i in indices]
             for k, v in padding_counts([len(r.ids) for r in micro]).items():
                 stats[k] += v
-            for k, v in self._micro_backward(micro, [w for i in indices for w in weights[i]], measure).items():
+            micro_stats = self._micro_backward(micro, [w for i in indices for w in weights[i]], measure, on_policy)
+            for k, v in micro_stats.items():
                 stats[k] = max(stats.get(k, 0.0), v) if k == "engine_max_abs_log_rho" else stats.get(k, 0.0) + v
         return {**stats, **self._optimizer_step()}
 
@@ -264,7 +279,7 @@ class Learner:
         return plan, rows, weights
 
     def _micro_backward(self, micro: list[Row | SequenceRow], weights: list[np.ndarray],
-                        measure: bool = False) -> dict[str, float]:
+                        measure: bool = False, on_policy: bool = False) -> dict[str, float]:
         """Forward and backward of one micro-batch (``weights``: its turn rows' token weights, in order); the
         weighted sums of its loss terms, and with ``measure`` its engine/learner mismatch sums."""
         with self._autocast():
@@ -274,7 +289,7 @@ class Learner:
             with torch.no_grad(), self._reference() as ref:
                 ref_logp = gather_logprobs(*row_logits(ref, micro, self.pad_id)[:2])
         losses = token_losses(logits, targets, trained, [t for r in micro for t in r.turn_rows], weights, self.cfg,
-                              ref_logp)
+                              ref_logp, on_policy)
         self.accelerator.backward(losses.loss(self.cfg))
         return {**losses.sums(), **(losses.mismatch(self.cfg) if measure else {})}
 

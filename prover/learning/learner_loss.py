@@ -171,14 +171,16 @@ class TokenLosses:
 
 
 def token_losses(logits: torch.Tensor, targets: torch.Tensor, trained: torch.Tensor, turns: list[Row],
-                 weights: list[np.ndarray], cfg: LearnerConfig, ref_logp: torch.Tensor | None) -> TokenLosses:
+                 weights: list[np.ndarray], cfg: LearnerConfig, ref_logp: torch.Tensor | None,
+                 on_policy: bool = False) -> TokenLosses:
     """The loss terms of the micro-batch whose policy logits are ``logits`` (``learner_rows.row_logits``);
     ``turns`` are its turn rows in order, ``weights`` theirs, ``ref_logp`` the reference's log-probs of the
-    targets (None without a KL term)."""
+    targets (None without a KL term); with ``on_policy`` the old log-probs are ``logp`` itself, detached (the
+    learner's own at the weights it differentiates, ``Learner._own_old_logprobs``)."""
     dev, width = logits.device, logits.shape[1]
     logp_all = torch.log_softmax(logits, dim=-1)  # once, for the log-probs and the entropy
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    old = right_aligned([t.old_logprobs for t in turns], width, dev)
+    old = logp.detach() if on_policy else right_aligned([t.old_logprobs for t in turns], width, dev)
     adv = right_aligned([t.advantages for t in turns], width, dev)
     engine = right_aligned([t.old_logprobs if t.engine_logprobs is None else t.engine_logprobs for t in turns],
                            width, dev)
