@@ -15,7 +15,8 @@ preempted process loses wall time, not CPU time): a run asked for ``T`` tokens l
 one (the load, the prefill and the first step). Rounds alternate between the two sides and each keeps its
 best.
 
-Writes benchmarks/results/perf/decode-vs-llama.json. ``--smoke`` runs prover's side only, on the tiny
+Writes benchmarks/results/perf/decode-vs-llama.json (``--out`` elsewhere: docs/perf.md also shows
+decode-vs-llama-avx2.json, the same run on a CPU without AVX-512). ``--smoke`` runs prover's side only, on the tiny
 policy, a few tokens, into a temporary file (no llama.cpp needed).
 """
 
@@ -63,6 +64,13 @@ def llama_round(binary: Path, gguf: Path, threads: int, batch: int, prompt: int,
     return batch * (new - 1) / max(cpu_seconds(new) - first, 1e-9)
 
 
+def llama_system_info(binary: Path, gguf: Path) -> str | None:
+    """The ``system_info`` line llama.cpp prints at start: the instruction sets its build uses."""
+    cmd = [str(binary), "-m", str(gguf), "-t", "1", "-npp", "8", "-ntg", "1", "-npl", "1", "-c", "64"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return next((line.strip() for line in (proc.stderr + proc.stdout).splitlines() if "system_info" in line), None)
+
+
 def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
     """prover's decode tokens per second for ``batch`` distinct prompts of ``prompt`` random ids."""
     import torch
@@ -96,12 +104,15 @@ def measure(args: argparse.Namespace) -> dict:
     work = Path(args.work)
     rates: dict[str, dict[str, list[float]]] = {}
     weight_bytes: dict[str, int] = {}
+    system_info = None
     for dtype in args.dtypes:
         engines = {side: HFEngine(args.model, dtype=dtype, prefix_cache_mb=0, **kwargs)
                    for side, kwargs in SIDES.items()}
         # every weight is read once a decode step (the tied embedding as the LM head)
         weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engines["prover"].model.parameters())
         gguf = None if args.smoke else gguf_of(Path(args.model), dtype, Path(args.llama_src), work)
+        if gguf is not None and system_info is None:
+            system_info = llama_system_info(Path(args.llama_bin) / "llama-batched-bench", gguf)
         for batch in args.batches:
             key = f"{dtype} batch {batch}"
             rates[key] = {side: [] for side in (*SIDES, "llama.cpp")}
@@ -122,6 +133,7 @@ def measure(args: argparse.Namespace) -> dict:
             "sides": {side: kwargs for side, kwargs in SIDES.items()},
             "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
+            "cpu_info": cpu(), "llama_system_info": system_info,
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 TITLE = "## Decoding against the memory limit"
 OFF = "prover, transformers forward"  # decode_vs_llama's side with the engine's decode levers off
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+AVX2 = ", on a CPU without AVX-512"  # the second CPU's tables (bandwidth-avx2.json, decode-vs-llama-avx2.json)
 STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
               "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
 
@@ -19,11 +20,11 @@ def cpu_line(cpu: dict) -> str:
             f"{cpu.get('cpus', '?')} cores; {flags}; torch's kernels {cpu.get('torch_cpu_capability', '?')}).")
 
 
-def bandwidth_lines(res: dict) -> list[str]:
+def bandwidth_lines(res: dict, where: str = "") -> list[str]:
     stream, weights = res["stream"]["gb_per_s"], res["weights"]
     threads = sorted(stream["copy"], key=int)
     load = res.get("load", {})
-    lines = ["", "### The ceiling: memory bandwidth", "",
+    lines = ["", f"### The ceiling: memory bandwidth{where}", "",
              f"`python -m benchmarks.perf.bandwidth` ({res['settings']['array_mib']} MiB arrays, best of "
              f"{res['settings']['rounds']} rounds; load average {load.get('start', ['?'])[0]:.1f} at the start). "
              "A batch-1 decode step reads every weight once and does two FLOPs per weight: it is bound by how fast "
@@ -58,9 +59,35 @@ def second_thread(read: dict) -> str:
             "than the one-thread figures below.")
 
 
-def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
+def llama_build(res: dict) -> str:
+    """The instruction sets of the llama.cpp build, from the system_info line it printed (those it has)."""
+    info = res.get("llama_system_info")
+    if not info:  # a run that did not record it: the Xeon's build, as it was configured
+        return "built with AVX-512 (BF16, VNNI, VBMI) and without AMX"
+    cpu_part = info.split("CPU :", 1)[-1]
+    used = [f.split("=")[0].strip() for f in cpu_part.split("|") if f.strip().endswith("= 1")]
+    return "built for this CPU (`GGML_NATIVE`): " + ", ".join(used)
+
+
+def decode_reading(res: dict) -> str:
+    """What the table says, by the instruction sets of the CPU it ran on."""
+    common = ("Reading: at batch 1 a step reads every weight once, so its ceiling is the bandwidth above. The fused "
+              "step (`prover.engines.fused_step`) runs a layer as four products (stacked query-key-value, output, "
+              "stacked gate-up, down) and a few C calls (norm with the residual add, rotation with the cache "
+              "write, attention) instead of some thirty torch operations dispatched from Python; the small-batch "
+              "kernels read weights at close to the bandwidth (the kernel's rows in the table above).")
+    flags = res.get("cpu_info", {}).get("flags", {})
+    if "cpu_info" in res and not flags.get("avx512_bf16"):
+        return (common + " Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 "
+                "in registers (half the bytes to read) up to the rows `MAX_ROWS` allows; past it torch's products "
+                "convert bfloat16 in software.")
+    return (common + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
+            "AMX) take over from the kernels there.")
+
+
+def decode_lines(res: dict, bandwidth: dict | None, where: str = "") -> list[str]:
     best, wb = res["best"], res.get("weight_bytes", {})
-    lines = ["", "### Decode against llama.cpp, matched", "",
+    lines = ["", f"### Decode against llama.cpp, matched{where}", "",
              f"`python -m benchmarks.perf.decode_vs_llama --llama-bin DIR --llama-src DIR`: SmolLM2-135M-Instruct, "
              "the same weights on both sides (llama.cpp's own `convert_hf_to_gguf.py` writes the GGUF from the "
              "folder prover loads, in F32 and BF16), greedy, "
@@ -68,7 +95,7 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
              "new tokens each, decode time only (each side's run less the same run asked for one token), best of "
              f"{len(next(iter(res['rounds'].values()))['prover'])} alternating rounds, CPU seconds on both sides; "
              f"load average {res['load_average'][0]:.1f} at the end. llama.cpp 0.3.36's "
-             "vendored source, built with AVX-512 (BF16, VNNI, VBMI) and without AMX.", "",
+             f"vendored source, {llama_build(res)}.", "",
              "| precision, batch | prover tokens/s | llama.cpp tokens/s | prover / llama.cpp | prover's weight "
              f"stream (GB/s) | {OFF} tokens/s |", "|---|---|---|---|---|---|"]
     read = bandwidth["stream"]["gb_per_s"]["read"]["1"] if bandwidth else None
@@ -83,14 +110,9 @@ def decode_lines(res: dict, bandwidth: dict | None) -> list[str]:
     lines += ["", f"Measured on: {res.get('cpu', '?')}; the engine's kernels built for "
               f"{res.get('gemv_isa') or 'no AVX-512 (torch only)'}. *{OFF}* is the same engine with "
               "`cpu_kernels=false fused_decode_step=false`: transformers' module-by-module forward and torch's "
-              "products, side by side in the same rounds. Reading: at batch 1 a step reads every weight once, so "
-              "its ceiling is the bandwidth above. The fused step (`prover.engines.fused_step`) runs a layer as "
-              "four products (stacked query-key-value, output, stacked gate-up, down) and a few C calls (norm "
-              "with the residual add, rotation with the cache write, attention) instead of some thirty torch "
-              "operations dispatched from Python; the small-batch kernels read weights at close to the "
-              "bandwidth (the kernel's rows in the table above). At batch 8 and 16 a "
-              "bfloat16 step is bound by arithmetic, and torch's products (oneDNN, AMX) take over from the "
-              "kernels there."]
+              "products, side by side in the same rounds. " + decode_reading(res)]
+    if "cpu_info" in res:
+        lines += ["", cpu_line(res["cpu_info"])]
     return lines
 
 
@@ -184,6 +206,10 @@ def section(results: dict) -> list[str]:
         lines += bandwidth_lines(results["bandwidth"])
     if "decode-vs-llama" in results:
         lines += decode_lines(results["decode-vs-llama"], results.get("bandwidth"))
+    if "bandwidth-avx2" in results:
+        lines += bandwidth_lines(results["bandwidth-avx2"], AVX2)
+    if "decode-vs-llama-avx2" in results:
+        lines += decode_lines(results["decode-vs-llama-avx2"], results.get("bandwidth-avx2"), AVX2)
     if "kernel-rows" in results:
         lines += kernel_rows_lines(results["kernel-rows"])
     if any(f"step-ratio-{c}" in results for c in STEP_CASES):
@@ -200,12 +226,14 @@ def summary_rows(results: dict) -> list[str]:
         read = results["bandwidth"]["stream"]["gb_per_s"]["read"]
         rows.append(f"| the limit of a decode step: memory read bandwidth, 1 thread; 2 threads | {read['1']:.1f} GB/s; "
                     f"{read.get('2', float('nan')):.1f} GB/s |")
-    if "decode-vs-llama" in results:
-        best = results["decode-vs-llama"]["best"]
+    for name, where in (("decode-vs-llama", ""), ("decode-vs-llama-avx2", AVX2)):
+        if name not in results:
+            continue
+        best = results[name]["best"]
         for dtype in ("float32", "bfloat16"):
             keys = [k for k in best if k.startswith(dtype) and "llama.cpp" in best[k]]
             if keys:
-                rows.append(f"| decode tokens/s, prover / llama.cpp, same {dtype} weights, 1 thread, batch "
+                rows.append(f"| decode tokens/s, prover / llama.cpp, same {dtype} weights, 1 thread{where}, batch "
                             f"{', '.join(k.split(' batch ')[1] for k in keys)} | "
                             + "; ".join(f"{best[k]['prover'] / best[k]['llama.cpp']:.2f}x" for k in keys) + " |")
     for case, label in STEP_CASES.items():
