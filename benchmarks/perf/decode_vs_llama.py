@@ -64,11 +64,19 @@ def llama_round(binary: Path, gguf: Path, threads: int, batch: int, prompt: int,
     return batch * (new - 1) / max(cpu_seconds(new) - first, 1e-9)
 
 
-def llama_system_info(binary: Path, gguf: Path) -> str | None:
-    """The ``system_info`` line llama.cpp prints at start: the instruction sets its build uses."""
-    cmd = [str(binary), "-m", str(gguf), "-t", "1", "-npp", "8", "-ntg", "1", "-npl", "1", "-c", "64"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    return next((line.strip() for line in (proc.stderr + proc.stdout).splitlines() if "system_info" in line), None)
+X86_FEATURES = ("sse3", "ssse3", "avx", "avx2", "f16c", "fma", "bmi2", "avx_vnni", "avx512", "avx512_vbmi",
+                "avx512_vnni", "avx512_bf16", "amx_int8")
+
+
+def llama_cpu_features(bin_dir: Path) -> list[str] | None:
+    """The x86 instruction sets the llama.cpp build was compiled with: its CPU backend's ``ggml_cpu_has_*``."""
+    import ctypes
+
+    library = next(iter(sorted(bin_dir.glob("libggml-cpu*.so"))), None)
+    if library is None:
+        return None
+    lib = ctypes.CDLL(str(library))
+    return [f for f in X86_FEATURES if hasattr(lib, f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()]
 
 
 def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
@@ -104,15 +112,12 @@ def measure(args: argparse.Namespace) -> dict:
     work = Path(args.work)
     rates: dict[str, dict[str, list[float]]] = {}
     weight_bytes: dict[str, int] = {}
-    system_info = None
     for dtype in args.dtypes:
         engines = {side: HFEngine(args.model, dtype=dtype, prefix_cache_mb=0, **kwargs)
                    for side, kwargs in SIDES.items()}
         # every weight is read once a decode step (the tied embedding as the LM head)
         weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engines["prover"].model.parameters())
         gguf = None if args.smoke else gguf_of(Path(args.model), dtype, Path(args.llama_src), work)
-        if gguf is not None and system_info is None:
-            system_info = llama_system_info(Path(args.llama_bin) / "llama-batched-bench", gguf)
         for batch in args.batches:
             key = f"{dtype} batch {batch}"
             rates[key] = {side: [] for side in (*SIDES, "llama.cpp")}
@@ -133,7 +138,7 @@ def measure(args: argparse.Namespace) -> dict:
             "sides": {side: kwargs for side, kwargs in SIDES.items()},
             "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
-            "cpu_info": cpu(), "llama_system_info": system_info,
+            "cpu_info": cpu(), "llama_cpu_features": None if args.smoke else llama_cpu_features(Path(args.llama_bin)),
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}
 

@@ -59,14 +59,20 @@ def second_thread(read: dict) -> str:
             "than the one-thread figures below.")
 
 
+def one_thread_read(bandwidth: dict) -> float:
+    """The fastest one thread was measured reading memory: STREAM's read (a sum) or a batch-1 ``F.linear``'s
+    weights (on an AVX2 EPYC torch's one-thread sum reads slower than its matrix-vector product does)."""
+    weights = bandwidth["weights"]
+    return max([bandwidth["stream"]["gb_per_s"]["read"]["1"],
+                *(weights[d]["gb_per_s"]["1"] for d in ("fp32", "bf16") if d in weights)])
+
+
 def llama_build(res: dict) -> str:
-    """The instruction sets of the llama.cpp build, from the system_info line it printed (those it has)."""
-    info = res.get("llama_system_info")
-    if not info:  # a run that did not record it: the Xeon's build, as it was configured
+    """The instruction sets the llama.cpp build was compiled with (its ``ggml_cpu_has_*``)."""
+    features = res.get("llama_cpu_features")
+    if not features:  # a run that did not record them: the Xeon's build, as it was configured
         return "built with AVX-512 (BF16, VNNI, VBMI) and without AMX"
-    cpu_part = info.split("CPU :", 1)[-1]
-    used = [f.split("=")[0].strip() for f in cpu_part.split("|") if f.strip().endswith("= 1")]
-    return "built for this CPU (`GGML_NATIVE`): " + ", ".join(used)
+    return "built for this CPU (`GGML_NATIVE`): " + ", ".join(f.upper() for f in features)
 
 
 def decode_reading(res: dict) -> str:
@@ -78,9 +84,11 @@ def decode_reading(res: dict) -> str:
               "kernels read weights at close to the bandwidth (the kernel's rows in the table above).")
     flags = res.get("cpu_info", {}).get("flags", {})
     if "cpu_info" in res and not flags.get("avx512_bf16"):
-        return (common + " Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 "
-                "in registers (half the bytes to read) up to the rows `MAX_ROWS` allows; past it torch's products "
-                "convert bfloat16 in software.")
+        return (common.replace("read weights at close to the bandwidth", "read float32 weights at close to the "
+                               "bandwidth") + " Without bfloat16 instructions the engine's kernel widens bfloat16 "
+                "weights to float32 in registers (half the bytes to read, but at batch 1 at about half the float32 "
+                "rate, where llama.cpp's BF16 path reads faster) up to the rows `MAX_ROWS` allows; past it torch's "
+                "products convert bfloat16 in software.")
     return (common + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
             "AMX) take over from the kernels there.")
 
@@ -98,12 +106,12 @@ def decode_lines(res: dict, bandwidth: dict | None, where: str = "") -> list[str
              f"vendored source, {llama_build(res)}.", "",
              "| precision, batch | prover tokens/s | llama.cpp tokens/s | prover / llama.cpp | prover's weight "
              f"stream (GB/s) | {OFF} tokens/s |", "|---|---|---|---|---|---|"]
-    read = bandwidth["stream"]["gb_per_s"]["read"]["1"] if bandwidth else None
+    read = one_thread_read(bandwidth) if bandwidth else None
     for key, sides in best.items():
         dtype, batch = key.split(" batch ")
         rate, llama, off = sides["prover"], sides.get("llama.cpp"), sides.get(OFF)
         stream = wb.get(dtype, 0) * rate / int(batch) / 1e9  # one weight read per step of all B rows
-        share = f" ({100 * stream / read:.0f}% of a thread's read bandwidth)" if read and batch == "1" else ""
+        share = f" ({100 * stream / read:.0f}% of a thread's read rate)" if read and batch == "1" else ""
         lines.append(f"| {dtype}, {batch} | {rate:.1f} | {f'{llama:.1f}' if llama else '-'} | "
                      f"{f'{rate / llama:.2f}x' if llama else '-'} | {stream:.1f}{share} | "
                      f"{f'{off:.1f}' if off else '-'} |")
