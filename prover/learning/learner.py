@@ -5,7 +5,8 @@ The loss (PPO-clip with dual clip, optional KL to the initial policy, entropy) i
 recomputed here: with asynchronous rollouts (``rollout.max_off_policy_steps``) a row may come from a policy
 up to k updates old, and rho is then the importance ratio to that sampling policy, clipped as PPO clips it.
 With ``learner.engine_is_cap`` (truncated importance sampling, prover/learning/learner_loss.py) it is the learner's
-own, recomputed before the update, and the engine's weighs each token's loss instead. Either way
+own (recomputed before the update, or the update's own forward pass when the update is one optimizer step), and
+the engine's weighs each token's loss instead. Either way
 ``learner/engine_*`` measure the engine/learner mismatch on the step's first mini-batch, before its
 optimizer step.
 
@@ -43,7 +44,7 @@ from prover.learning.learner_rows import (
     sft_rows,
     unique_tokens,
 )
-from prover.learning.logprobs import completion_logits, gather_logprobs
+from prover.learning.logprobs import gather_logprobs
 from prover.learning.lora import merged_state_dict, save_adapter
 from prover.learning.model_folder import check_model_dir
 from prover.learning.modeling import load_policy
@@ -55,6 +56,7 @@ from prover.learning.padding import (
     padding_share,
     turn_batches,
 )
+from prover.learning.sft_pass import SftPass
 from prover.types import Advantages, Batch
 
 
@@ -209,12 +211,9 @@ class Learner:
     def _own_old_logprobs(self, units: list[Row | SequenceRow], n_chunks: int) -> bool:
         """Give each turn row the learner's own log-probs as PPO's old ones (the engine's kept for the
         importance weight). One epoch of one optimizer step takes its gradient at the very weights that would
-        recompute them, so there the forward pass's own log-probs, detached, are the old ones and the extra
-        pass is skipped (verl's dp_actor ``on_policy``): returns whether it was."""
+        recompute them, so there the pass is skipped and the update's own forward pass gives them, detached
+        (verl's dp_actor ``on_policy``; ``token_losses``): returns whether it was."""
         if self.cfg.ppo_epochs == 1 and n_chunks == 1:
-            for unit in units:
-                for row in unit.turn_rows:
-                    row.engine_logprobs = row.old_logprobs
             return True
         for unit, logps in zip(units, self.policy_logprobs(units)):
             for row, logp in zip(unit.turn_rows, logps):
@@ -347,10 +346,11 @@ class Learner:
                        else length_batches(lengths, batch_rows, self.rng))
             for batch in batches:
                 self.optimizer.zero_grad(set_to_none=True)
+                pass_ = SftPass(self.model, self.accelerator.backward, self.pad_id, self.cfg.micro_batch_rows, counts)
                 if chained:
-                    nll, n = self._sft_sequences([turn_rows[i] for i in batch], counts)
+                    nll, n = pass_.sequences([turn_rows[i] for i in batch])
                 else:
-                    nll, n = self._sft_turns([rows[i] for i in batch], prompt_weight, counts)
+                    nll, n = pass_.turns([rows[i] for i in batch], prompt_weight)
                 losses.append(nll / max(n, 1.0))
                 self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
                 self.optimizer.step()
@@ -359,51 +359,3 @@ class Learner:
         return {"sft/loss_first": losses[0] if losses else float("nan"),
                 "sft/loss_last": float(np.mean(losses[-10:])) if losses else float("nan"),
                 "sft/padding_share": padding_share(counts), "sft/forwarded_tokens": counts["tokens"]}
-
-    def _sft_turns(self, chunk: list[tuple[list[int], list[int]]], prompt_weight: float,
-                   counts: dict[str, float]) -> tuple[float, float]:
-        """Backward of one SFT batch, one row per turn; the sum of its completion tokens' NLL, and their
-        count."""
-        total = float(sum(len(c) + prompt_weight * (len(p) - 1) for p, c in chunk))
-        nll_sum, n = 0.0, 0.0
-        for m in range(0, len(chunk), self.cfg.micro_batch_rows):
-            micro = chunk[m:m + self.cfg.micro_batch_rows]
-            for k, v in padding_counts([len(p) + len(c) for p, c in micro]).items():
-                counts[k] += v
-            if prompt_weight > 0:
-                prompts, completions = [p[:1] for p, _ in micro], [p[1:] + c for p, c in micro]
-            else:
-                prompts, completions = [p for p, _ in micro], [c for _, c in micro]
-            logits, targets, mask = completion_logits(self.model, prompts, completions, self.pad_id)
-            nll = -gather_logprobs(logits, targets)
-            weight = mask.float()
-            if prompt_weight > 0:  # completions are the last len(c) columns of each row
-                is_completion = torch.zeros_like(mask)
-                for i, (_, c) in enumerate(micro):
-                    is_completion[i, mask.shape[1] - len(c):] = True
-                weight = weight * torch.where(is_completion, 1.0, prompt_weight)
-            else:
-                is_completion = mask
-            loss = torch.where(mask, nll * weight, torch.zeros_like(nll)).sum() / total
-            self.accelerator.backward(loss)
-            with torch.no_grad():
-                nll_sum += float(torch.where(is_completion & mask, nll, 0.0).sum())
-                n += float((is_completion & mask).sum())
-        return nll_sum, n
-
-    def _sft_sequences(self, chunk: list[Row], counts: dict[str, float]) -> tuple[float, float]:
-        """Backward of one SFT batch of completion-only turn rows, each run of chained ones forwarded once,
-        in micro-batches of ``micro_batch_rows`` turns; what ``_sft_turns`` returns."""
-        units = sequence_rows(chunk)
-        total = float(sum(len(r.completion_ids) for r in chunk))
-        order = [units[k] for k in micro_batch_order([len(u.ids) for u in units])]
-        nll_sum = 0.0
-        for indices in turn_batches([len(u.turn_rows) for u in order], self.cfg.micro_batch_rows):
-            micro = [order[i] for i in indices]
-            for k, v in padding_counts([len(u.ids) for u in micro]).items():
-                counts[k] += v
-            logits, targets, mask = row_logits(self.model, micro, self.pad_id)
-            nll = torch.where(mask, -gather_logprobs(logits, targets), 0.0)
-            self.accelerator.backward(nll.sum() / total)
-            nll_sum += float(nll.detach().sum())
-        return nll_sum, total
