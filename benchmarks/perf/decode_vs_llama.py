@@ -133,12 +133,12 @@ def measure(args: argparse.Namespace) -> dict:
                   + (f", prover / llama.cpp {best['prover'] / best['llama.cpp']:.2f}x" if "llama.cpp" in best else ""),
                   flush=True)
         del engines
-    library = kernels.load()[0]
+    library, machine = kernels.load()[0], cpu()
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
             "sides": {side: kwargs for side, kwargs in SIDES.items()},
             "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
-            "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": cpu()["model"],
-            "cpu_info": cpu(), "llama_cpu_features": None if args.smoke else llama_cpu_features(Path(args.llama_bin)),
+            "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": machine["model"],
+            "cpu_info": machine, "llama_cpu_features": None if args.smoke else llama_cpu_features(Path(args.llama_bin)),
             "load_average": os.getloadavg(),
             "best": {k: {s: max(v) for s, v in sides.items() if v} for k, sides in rates.items()}}
 

@@ -77,19 +77,19 @@ def llama_build(res: dict) -> str:
 
 def decode_reading(res: dict) -> str:
     """What the table says, by the instruction sets of the CPU it ran on."""
-    common = ("Reading: at batch 1 a step reads every weight once, so its ceiling is the bandwidth above. The fused "
-              "step (`prover.engines.fused_step`) runs a layer as four products (stacked query-key-value, output, "
-              "stacked gate-up, down) and a few C calls (norm with the residual add, rotation with the cache "
-              "write, attention) instead of some thirty torch operations dispatched from Python; the small-batch "
-              "kernels read weights at close to the bandwidth (the kernel's rows in the table above).")
-    flags = res.get("cpu_info", {}).get("flags", {})
-    if "cpu_info" in res and not flags.get("avx512_bf16"):
-        return (common.replace("read weights at close to the bandwidth", "read float32 weights at close to the "
-                               "bandwidth") + " Without bfloat16 instructions the engine's kernel widens bfloat16 "
-                "weights to float32 in registers (half the bytes to read, but at batch 1 at about half the float32 "
-                "rate, where llama.cpp's BF16 path reads faster) up to the rows `MAX_ROWS` allows; past it torch's "
-                "products convert bfloat16 in software.")
-    return (common + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
+    emulated = "cpu_info" in res and not res["cpu_info"].get("flags", {}).get("avx512_bf16")
+    reading = ("Reading: at batch 1 a step reads every weight once, so its ceiling is the bandwidth above. The fused "
+               "step (`prover.engines.fused_step`) runs a layer as four products (stacked query-key-value, output, "
+               "stacked gate-up, down) and a few C calls (norm with the residual add, rotation with the cache "
+               "write, attention) instead of some thirty torch operations dispatched from Python; the small-batch "
+               f"kernels read {'float32 ' if emulated else ''}weights at close to the bandwidth (the kernel's rows in "
+               "the table above).")
+    if emulated:
+        return (reading + " Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 in "
+                "registers (half the bytes to read, but at batch 1 at about half the float32 rate, where "
+                "llama.cpp's BF16 path reads faster) up to the rows `MAX_ROWS` allows; past it torch's products "
+                "convert bfloat16 in software.")
+    return (reading + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
             "AMX) take over from the kernels there.")
 
 

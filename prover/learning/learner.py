@@ -340,17 +340,17 @@ class Learner:
         chains = chains_of(turn_rows)
         chained = any(len(c) > 1 for c in chains)
         losses, counts = [], {"tokens": 0.0, "padded_tokens": 0.0}
+        passes = SftPass(self.model, self.accelerator.backward, self.pad_id, self.cfg.micro_batch_rows, counts)
         lengths = [len(p) + len(c) for p, c in rows]
         for _ in range(epochs):
             batches = (chain_batches(chains, batch_rows, self.rng) if chained
                        else length_batches(lengths, batch_rows, self.rng))
             for batch in batches:
                 self.optimizer.zero_grad(set_to_none=True)
-                pass_ = SftPass(self.model, self.accelerator.backward, self.pad_id, self.cfg.micro_batch_rows, counts)
                 if chained:
-                    nll, n = pass_.sequences([turn_rows[i] for i in batch])
+                    nll, n = passes.sequences([turn_rows[i] for i in batch])
                 else:
-                    nll, n = pass_.turns([rows[i] for i in batch], prompt_weight)
+                    nll, n = passes.turns([rows[i] for i in batch], prompt_weight)
                 losses.append(nll / max(n, 1.0))
                 self.accelerator.clip_grad_norm_(self.trainable(), self.cfg.grad_clip)
                 self.optimizer.step()
