@@ -231,7 +231,7 @@ def test_the_store_finds_the_longest_prefix_supersedes_and_evicts_the_least_rece
     store.put(a[:30], lambda: pytest.fail("covered already: not copied"))
     b, c = [1000 + t for t in range(40)], [2000 + t for t in range(40)]
     store.put(b, lambda: fake_kv(40))
-    store.match(a)  # a's chat used again: b is now the least recently used
+    store.begin_call([a + [7] * 10 + [1]])  # the next call uses a's chat again: b is unpinned, and the oldest
     store.put(c, lambda: fake_kv(40))
     assert set(store.entries) == {tuple(a + [7] * 10), tuple(c)} and store.nbytes <= store.max_bytes
     assert store.match(b) == (None, 0) and all(tuple(b) not in h for h in store.index.values())
@@ -239,13 +239,65 @@ def test_the_store_finds_the_longest_prefix_supersedes_and_evicts_the_least_rece
     assert (len(store), store.nbytes, store.index) == (0, 0, {})
 
 
-def test_prefix_cache_mb_is_an_engine_setting():
+def test_a_full_cache_keeps_the_running_calls_chats_and_declines_what_does_not_fit():
+    """Room for 160 tokens. Three chats grow 10 tokens a call past it: the entry of an earlier call's chat
+    makes room, then new entries are declined and the shorter ones they would supersede stay. Plain LRU
+    would evict chat a's newest entry to store c's and serve a nothing on the next call."""
+    token = kv_bytes(fake_kv(1))
+    store = PrefixCache(max_bytes=160 * token)
+    a, b, c, d = ([base + t for t in range(40)] for base in (1000, 2000, 3000, 4000))
+    grow = [list(range(10 * k, 10 * k + 10)) for k in range(1, 5)]
+    store.begin_call([d])
+    store.put(d, lambda: fake_kv(40))
+    chats = [a, b, c]
+    for k in range(3):  # calls 2, 3, 4: the chats at 40, 50 and 60 tokens
+        store.begin_call(chats)
+        for chat in chats:
+            store.put(chat, lambda chat=chat: fake_kv(len(chat)))
+        if k == 1:  # d, from an earlier call, made room for the chats' growth
+            assert set(store.entries) == {tuple(ch) for ch in chats} and store.nbytes == 150 * token
+        chats = [ch + grow[k] for ch in chats]
+    assert sorted(len(e.tokens) for e in store.entries.values()) == [50, 50, 60]
+    assert store.nbytes == 160 * token == sum(kv_bytes(e.kv) for e in store.entries.values())
+    store.begin_call(chats)
+    assert [store.match(ch)[1] for ch in chats] == [60, 50, 50]  # every chat still served most of its tokens
+
+
+def test_a_chat_rollout_past_the_bound_still_reuses_and_stays_exact(sharp_dir, pair):
+    """Eight greedy chats whose columns outgrow a bound of about their first two turns: every row keeps
+    being served at least its first prompt from the cache, the bound holds, and the tokens and log-probs
+    equal the engine without reuse."""
+    cached, plain = HFEngine(sharp_dir, device="cpu"), pair[1]
+    rng = random.Random(3)
+    first = [[1] + [rng.randrange(3, 400) for _ in range(30 + 5 * k)] for k in range(8)]
+    cfg = cached.model.config
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    per_token = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * head_dim * 4  # float32 keys and values
+    cached.prefix_cache.max_bytes = 2 * sum(len(p) + 12 for p in first) * per_token
+    grown = 0
+    for turn, (prompts, (got, want)) in enumerate(chat_turns([cached, plain], first, 6, GREEDY)):
+        assert_same(got, want)
+        grown = sum(len(p) for p in prompts)
+        assert cached.prefix_cache.nbytes <= cached.prefix_cache.max_bytes
+        if turn:
+            assert all(g.cached_tokens >= len(p) for g, p in zip(got, first)), turn
+    assert grown * per_token > cached.prefix_cache.max_bytes  # the chats outgrew it
+
+
+def test_prefix_cache_mb_is_an_engine_setting(sharp_dir, monkeypatch):
+    from prover.engines import kv_cache
     from prover.errors import ConfigError
 
-    assert HFEngine.validate_kwargs({}).prefix_cache_mb == 1024
+    assert HFEngine.validate_kwargs({}).prefix_cache_mb == "auto"
+    monkeypatch.setattr(kv_cache, "available_bytes", lambda: 6 * 2**30)
+    assert HFEngine(sharp_dir, device="cpu").prefix_cache.max_bytes == 2 * 2**30  # a third of what is free
+    monkeypatch.setattr(kv_cache, "available_bytes", lambda: None)
+    assert HFEngine(sharp_dir, device="cpu").prefix_cache.max_bytes == 2**30
+    assert HFEngine(sharp_dir, device="cpu", prefix_cache_mb=3).prefix_cache.max_bytes == 3 * 2**20
+    for bad in (-1, 2.5, "lots"):
+        with pytest.raises(ConfigError, match="must be 'auto' or a whole number of MiB"):
+            HFEngine.validate_kwargs({"prefix_cache_mb": bad})
     assert HFEngine.validate_kwargs({"prefix_cache_mb": 0}).prefix_cache_mb == 0
-    with pytest.raises(ConfigError, match="prefix_cache_mb"):
-        HFEngine.validate_kwargs({"prefix_cache_mb": -1})
 
 
 @pytest.mark.slow

@@ -149,21 +149,31 @@ def kernel_rows_lines(res: dict) -> list[str]:
     return lines
 
 
+def step_results(results: dict) -> list[tuple[str, dict]]:
+    """Each step ratio measured, labelled by case, precision and (for the second CPU's) ``AVX2``."""
+    out = []
+    for case, label in STEP_CASES.items():
+        for key, where in ((f"step-ratio-{case}", ""), (f"step-ratio-{case}-avx2", AVX2)):
+            res = results.get(key)
+            if res is not None:
+                precision = "float32" if "model.engine_dtype=float32" in res["command"] else "bfloat16"
+                out.append((f"{label}, {precision}{where}", res))
+    return out
+
+
 def step_lines(results: dict) -> list[str]:
     lines = ["", "### A real model's RL step against the revision before the decode loop", "",
-             "`python -m benchmarks.perf.step_ratio --before REV --case CASE`: the revision before the decode loop "
-             "(*before*, which decodes with transformers' generate) beside this tree (*after*: prover's decode "
-             "loop, fused step and CPU kernels), the same settings in both trees "
-             "(no warm start, GRPO, 4 tasks x 4 episodes, chat context, LoRA, the engine in bfloat16, the update "
-             "under bfloat16 autocast), one step, the two runs at once with one thread each. CPU seconds are each "
+             "`python -m benchmarks.perf.step_ratio --before REV --case CASE [--precision float32]`: the revision "
+             "before the decode loop (*before*, which decodes with transformers' generate) beside this tree "
+             "(*after*: prover's decode loop, fused step and CPU kernels, the prefix cache as it is now), the same "
+             "settings in both trees (no warm start, GRPO, 4 tasks x 4 episodes, chat context, LoRA; the engine "
+             "and the update in the precision the row names: bfloat16 sampling and autocast, or float32 on a CPU "
+             "that emulates bfloat16), one step, the two runs at once with one thread each. CPU seconds are each "
              "process's own (rusage), from start to end; phase seconds are wall clock.", "",
              "| case | before / after: CPU s | step (wall) | rollout | learner | after: step s (rollout, "
              "learner) | generated tokens |", "|---|---|---|---|---|---|---|"]
     costs = []
-    for case, label in STEP_CASES.items():
-        res = results.get(f"step-ratio-{case}")
-        if res is None:
-            continue
+    for label, res in step_results(results):
         r, a = res["ratios"], res["runs"]["after"]
         b = res["runs"]["before"]["seconds"]
         costs.append(f"{label}: with the learner as it is, a rollout that took no time at all would make the step "
@@ -220,7 +230,7 @@ def section(results: dict) -> list[str]:
         lines += decode_lines(results["decode-vs-llama-avx2"], results.get("bandwidth-avx2"), AVX2)
     if "kernel-rows" in results:
         lines += kernel_rows_lines(results["kernel-rows"])
-    if any(f"step-ratio-{c}" in results for c in STEP_CASES):
+    if step_results(results):
         lines += step_lines(results)
     if "logprob-match" in results:
         lines += logprob_lines(results["logprob-match"])
@@ -244,11 +254,9 @@ def summary_rows(results: dict) -> list[str]:
                 rows.append(f"| decode tokens/s, prover / llama.cpp, same {dtype} weights, 1 thread{where}, batch "
                             f"{', '.join(k.split(' batch ')[1] for k in keys)} | "
                             + "; ".join(f"{best[k]['prover'] / best[k]['llama.cpp']:.2f}x" for k in keys) + " |")
-    for case, label in STEP_CASES.items():
-        res = results.get(f"step-ratio-{case}")
-        if res is not None:
-            r = res["ratios"]
-            rows.append(f"| an RL step of {label}, {res['before']} (transformers' generate) / {res['after']}: CPU "
-                        "time; rollout | "
-                        f"{r['cpu_before_over_after']:.2f}x; {r['rollout_before_over_after']:.2f}x |")
+    for label, res in step_results(results):
+        r = res["ratios"]
+        rows.append(f"| an RL step of {label}, {res['before']} (transformers' generate) / {res['after']}: CPU "
+                    "time; rollout | "
+                    f"{r['cpu_before_over_after']:.2f}x; {r['rollout_before_over_after']:.2f}x |")
     return rows

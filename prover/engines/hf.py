@@ -12,18 +12,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, PlainValidator
 from transformers import LogitsProcessorList
 
 from prover.engines import decode_kernels as kernels
 from prover.engines.base import Engine, WeightSource
 from prover.engines.decode import decode, empty_reserved_cache
 from prover.engines.fused_step import FusedStep, supports
-from prover.engines.kv_cache import PrefixCache, row_columns
+from prover.engines.kv_cache import PrefixCache, auto_cache_bytes, row_columns
 from prover.engines.prefix import (
     cache_kwarg,
     cache_layers,
@@ -44,9 +44,19 @@ from prover.types import Generation, SamplingParams
 if TYPE_CHECKING:
     from transformers import DynamicCache, LogitsProcessor
 
+def _cache_mib(value: object) -> int | str:
+    """``prefix_cache_mb`` as written: ``auto`` or a whole number of MiB, 0 or more (one message for both,
+    where pydantic's union would report each member's error under its own tag)."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value  # type: ignore[return-value]
+    raise ValueError("must be 'auto' or a whole number of MiB, 0 or more")
+
+
+CacheMiB = Annotated[int | Literal["auto"], PlainValidator(_cache_mib)]
 PREFIX_CACHE_MB = ("Most MiB of KV the engine keeps across generate calls, to serve later prompts' prefixes "
-                   "(a chat's next turn, a group's episodes, a branch point's continuations); least recently "
-                   "used entries go first; 0 keeps none. Full-attention models only.")
+                   "(a chat's next turn, a group's episodes, a branch point's continuations); 'auto': a third of "
+                   "the memory free on its device when the engine starts. Entries that no prompt of the running "
+                   "call uses go first, least recently used first; 0 keeps none. Full-attention models only.")
 
 DECODE_LOOP = ("Decode with prover's own loop (prover.engines.decode: KV reserved once, only the sampled tokens' "
                "log-probs kept, sampling exactly as rollout.sampling says) on full-attention models; false "
@@ -77,8 +87,11 @@ class HFEngine(Engine):
     ``cpu_kernels``: decode steps through ``prover.engines.decode_kernels`` (CPU).
     ``fused_decode_step``: the decode loop's one-token steps through ``prover.engines.fused_step``.
     ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
-    across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt; its
-    least recently used entries go first; cleared by ``update_weights``; 0 keeps nothing across calls. Only
+    across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt;
+    ``"auto"`` (the default) bounds it by a third of the memory free on the engine's device when it starts (a
+    64-row chat of 2,000 tokens a row is ~6 GB of float32 KV for SmolLM2-135M); a full cache keeps what the
+    running call's prompts use and declines new entries before it evicts those (``PrefixCache``); cleared by
+    ``update_weights``; 0 keeps nothing across calls. Only
     models whose every layer is full attention keep one: on sliding-window or recurrent (linear-attention)
     models, e.g. Qwen3.5, only exact duplicates within a chunk are shared.
 
@@ -92,7 +105,7 @@ class HFEngine(Engine):
 
     def __init__(self, model_path: str | Path, dtype: str = "float32", device: str | None = None,
                  batch_size: int = 64, share_prefixes: bool = True,
-                 prefix_cache_mb: Annotated[int, Field(ge=0, description=PREFIX_CACHE_MB)] = 1024,
+                 prefix_cache_mb: Annotated[CacheMiB, Field(description=PREFIX_CACHE_MB)] = "auto",
                  decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True,
                  cpu_kernels: Annotated[bool, Field(description=CPU_KERNELS)] = True,
                  fused_decode_step: Annotated[bool, Field(description=FUSED_DECODE_STEP)] = True) -> None:
@@ -105,8 +118,8 @@ class HFEngine(Engine):
         self.pad_id = self.tokenizer.pad_token_id
         self.sharing = sharing_mode(self.model, self.device) if share_prefixes else "none"
         self.cache_kwarg = cache_kwarg(self.model)
-        keep = self.sharing == "prefix" and prefix_cache_mb > 0
-        self.prefix_cache = PrefixCache(prefix_cache_mb * 2**20) if keep else None
+        bound = auto_cache_bytes(self.device) if prefix_cache_mb == "auto" else prefix_cache_mb * 2**20
+        self.prefix_cache = PrefixCache(bound) if self.sharing == "prefix" and bound > 0 else None
         self.decode_loop = decode_loop
         self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
         use_kernels = cpu_kernels and self.device == "cpu"
@@ -130,6 +143,8 @@ class HFEngine(Engine):
         # boundary splits as few of them as it can
         key = (lambda i: (len(prompts[i]), prompts[i])) if self.sharing != "none" else (lambda i: len(prompts[i]))
         order = sorted(range(len(prompts)), key=key)
+        if self.prefix_cache is not None:
+            self.prefix_cache.begin_call(prompts)  # later chunks' entries stay while earlier chunks store theirs
         results: list[Generation | None] = [None] * len(prompts)
         for c, start in enumerate(range(0, len(order), self.batch_size)):
             idx = order[start:start + self.batch_size]

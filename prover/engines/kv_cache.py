@@ -10,8 +10,15 @@ layers over a ``DynamicCache`` only (``prefix.sharing_mode`` says ``prefix``): a
 columns and a recurrent (linear-attention) layer keeps a state, not columns, so those models get no cache.
 
 Bounded: entries are evicted least recently used first once their bytes pass ``max_bytes``; an entry that
-is a prefix of a newer one is dropped (the newer one serves all it served). The weights that made the
-columns are part of what they mean: the engine clears the cache whenever its weights change.
+is a prefix of a newer one is dropped (the newer one serves all it served). Plain LRU would fail a batched
+chat whose rows' columns outgrow the bound: every turn looks up all rows, then stores all rows, so the rows
+stored first are evicted by the rows stored last and the next turn finds none (on alfworld-sim, a 64-row
+evaluation went from ~50 s a turn to ~380 s once its chats passed the bound). So a generate call first says
+which prompts it runs (``begin_call``); their entries are pinned for the call, eviction takes only entries
+that no prompt of the running call uses, and when those are gone a new entry is declined: the entry it
+would have superseded, a shorter prefix of the same chat, stays and still serves the next turn all but its
+newest tokens. The weights that made the columns are part of what they mean: the engine clears the cache
+whenever its weights change.
 """
 
 from __future__ import annotations
@@ -23,7 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from prover.system.memory import available_bytes
+
 BLOCK = 16  # entries are indexed by the hashes of their first 16, 32, 48... tokens
+# of the memory free when the engine starts: decoding a call lays its rows' KV out again (about as much
+# again as the cache serves it), and the rest is the learner's and the envs'
+AUTO_SHARE = 1 / 3
+FALLBACK_BYTES = 2**30  # where the system does not say what is free
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (kv_heads, tokens, head_dim)
 
@@ -34,6 +47,7 @@ class Entry:
     kv: KV
     nbytes: int
     blocks: list[int]  # its block hashes, to unindex it when it goes
+    call: int = 0  # the last generate call that used it (``PrefixCache.begin_call``)
 
 
 def block_hashes(tokens: list[int] | np.ndarray) -> list[int]:
@@ -53,6 +67,12 @@ def common_length(a: np.ndarray, b: np.ndarray) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+def auto_cache_bytes(device: str) -> int:
+    """``AUTO_SHARE`` of the memory free on ``device`` now: host memory for the CPU, the GPU's own for CUDA."""
+    free = torch.cuda.mem_get_info(torch.device(device))[0] if device.startswith("cuda") else available_bytes()
+    return int(AUTO_SHARE * free) if free is not None else FALLBACK_BYTES
+
+
 def kv_bytes(kv: KV) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
 
@@ -66,9 +86,16 @@ class PrefixCache:
         self.entries: OrderedDict[tuple[int, ...], Entry] = OrderedDict()  # least recently used first
         self.index: dict[int, dict[tuple[int, ...], None]] = {}  # block hash -> entries holding that prefix
         self.nbytes = 0
+        self.call = 0
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def begin_call(self, prompts: list[list[int]]) -> None:
+        """A generate call of ``prompts`` starts: the entries serving them are pinned until the next call."""
+        self.call += 1
+        for p in prompts:
+            self.match(p)
 
     def match(self, tokens: list[int]) -> tuple[Entry | None, int]:
         """The stored entry sharing the longest prefix with ``tokens`` (found to a whole block, then exact),
@@ -80,12 +107,14 @@ class PrefixCache:
                 key = next(reversed(holders))  # the newest: the likeliest to go on past the block
                 entry = self.entries[key]
                 self.entries.move_to_end(key)
+                entry.call = self.call
                 return entry, common_length(entry.tokens, np.asarray(tokens, dtype=np.int64))
         return None, 0
 
     def put(self, tokens: list[int], columns: Callable[[], KV]) -> None:
         """Keep the columns of ``tokens`` (``columns()`` copies them out, only when kept) unless an entry
-        already covers them; drop the entry they cover, then the least recently used ones past the bound."""
+        already covers them; drop the entry they cover, then the least recently used unpinned ones past the
+        bound; decline them, keeping the covered entry, where the unpinned ones cannot make room."""
         if len(tokens) < BLOCK:
             return  # no whole block to find it by, and too short to be worth a slot
         entry, lcp = self.match(tokens)
@@ -93,18 +122,30 @@ class PrefixCache:
             return  # ``entry`` serves it already (and is now the most recently used)
         kv = columns()
         nbytes = kv_bytes(kv)
-        if self.max_bytes is not None and nbytes > self.max_bytes:
+        superseded = entry if entry is not None and lcp == len(entry.tokens) else None
+        if not self._room_for(nbytes - (superseded.nbytes if superseded is not None else 0), superseded):
             return
-        if entry is not None and lcp == len(entry.tokens):
-            self.drop(tuple(entry.tokens.tolist()))  # a prefix of the new one: superseded
+        if superseded is not None:
+            self.drop(tuple(superseded.tokens.tolist()))
         key = tuple(tokens)
         blocks = block_hashes(tokens)
-        self.entries[key] = Entry(np.asarray(tokens, dtype=np.int64), kv, nbytes, blocks)
+        self.entries[key] = Entry(np.asarray(tokens, dtype=np.int64), kv, nbytes, blocks, self.call)
         for h in blocks:
             self.index.setdefault(h, {})[key] = None
         self.nbytes += nbytes
-        while self.max_bytes is not None and self.nbytes > self.max_bytes:
-            self.drop(next(iter(self.entries)))
+        for old in [k for k, e in self.entries.items() if e.call < self.call]:
+            if self.max_bytes is None or self.nbytes <= self.max_bytes:
+                break
+            self.drop(old)
+
+    def _room_for(self, growth: int, superseded: Entry | None) -> bool:
+        """Whether ``growth`` more bytes fit once every unpinned entry but ``superseded`` could go."""
+        if self.max_bytes is None:
+            return True
+        over = self.nbytes + growth - self.max_bytes
+        if over <= 0:
+            return True
+        return sum(e.nbytes for e in self.entries.values() if e.call < self.call and e is not superseded) >= over
 
     def drop(self, key: tuple[int, ...]) -> None:
         entry = self.entries.pop(key, None)

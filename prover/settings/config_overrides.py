@@ -138,7 +138,8 @@ def typed_like(value: object, text: object, hint: object) -> object:
 
 def _typed_union(value: object, text: object, members: tuple[object, ...]) -> object:
     """A union: the member of the value's shape. A scalar stays YAML's when a non-text member takes it
-    as it is (``int | str`` keeps 8), else it is text where a member is text."""
+    as it is (``int | str`` keeps 8), else it is text where a text member takes it (``int | Literal["auto"]``
+    reads ``true`` as YAML's bool, which the number rule then refuses, not as the text "true")."""
     shaped = [m for m in members if _shape(m) == _shape_of(value)]
     if not shaped or value is None:
         return value
@@ -146,7 +147,7 @@ def _typed_union(value: object, text: object, members: tuple[object, ...]) -> ob
         return typed_like(value, text, shaped[0])
     if any(_takes(m, value) for m in shaped if not _is_text(m)):
         return value
-    return text if isinstance(text, str) and any(_is_text(m) for m in shaped) else value
+    return text if isinstance(text, str) and any(_is_text(m) and _takes(m, text) for m in shaped) else value
 
 
 def _is_text(hint: object) -> bool:
