@@ -93,6 +93,34 @@ def test_bfloat16_is_as_close_to_float32_as_the_forward_is(kind):
     assert step_err <= 2 * forward_err + 1e-3
 
 
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_call_through_all_layers_is_the_per_operation_step(kind, dtype, monkeypatch):
+    """At few rows every layer runs in one C call (``_layers_in_c``): the same calls in the same order as the
+    per-operation path, so bfloat16 is the same to the bit; float32 differs only by SiLU's exp (a polynomial in
+    C, torch's own vectorized one in the other), a few units in the last place of the logits."""
+    from prover.engines import fused_step
+
+    if not fused_step.kernels_built():
+        pytest.skip("no C compiler or no AVX2 here: the kernels are not built")
+    model = random_model(kind).to(dtype)
+    fused = FusedStep(model)
+    assert fused.pointers is not None
+    called = []
+    monkeypatch.setattr(FusedStep, "_layers_in_c", lambda self, *a, _f=FusedStep._layers_in_c: called.append(1)
+                        or _f(self, *a))
+    _, one_call, (_, one_cache) = both(model, fused)
+    assert called, "three rows: the one-call path"
+    fused.pointers = None  # what a model whose weights the C loop cannot take gets
+    _, per_op, (_, per_op_cache) = both(model, fused)
+    assert len(called) == 1
+    exact = dtype == torch.bfloat16
+    torch.testing.assert_close(one_call, per_op, atol=0 if exact else 1e-6, rtol=0 if exact else 1e-6)
+    for a, b in zip(one_cache.layers, per_op_cache.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=0 if exact else 1e-6, rtol=0 if exact else 1e-6)
+        torch.testing.assert_close(a.values, b.values, atol=0 if exact else 1e-6, rtol=0 if exact else 1e-6)
+
+
 def test_other_architectures_are_refused_with_the_reason():
     from transformers import GPT2Config
 

@@ -4,7 +4,8 @@ At one to a few rows, a linear layer's product is bound by reading its weight fr
 torch calls at that shape read weights at about half the bandwidth (bfloat16 at less). ``linear`` streams
 each weight once per call, prefetching the next rows, and accumulates in float32. ``add_rmsnorm``,
 ``rope_store`` and ``attend`` are the rest of a one-token step of a Llama-family layer
-(``prover.engines.fused_step``), each one C call where torch dispatches several operations from Python.
+(``prover.engines.fused_step``), each one C call where torch dispatches several operations from Python;
+``layers_step`` makes all of them, for every layer, in one call.
 
 The C file is compiled here, for this CPU (``cc -O3 -march=native``), into the ``kernels`` folder of
 prover's cache (``$PROVER_CACHE``, ``~/.cache/prover`` by default) under a name that holds the source's digest
@@ -36,6 +37,7 @@ from prover.system.environment import cpuinfo_fields
 from prover.system.files import cache_root
 
 SOURCE = Path(__file__).with_name("decode_kernels.c")
+INCLUDED = Path(__file__).with_name("decode_step.c")  # compiled as part of SOURCE, which includes it
 COMPILE_TIMEOUT_S = 120
 
 # Rows of input up to which the kernel beats torch, by the build's instruction set (``prover_gemv_isa``), measured on
@@ -57,7 +59,7 @@ def cpu_flags() -> str:
 
 
 def library_path() -> Path:
-    digest = hashlib.sha256(SOURCE.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
+    digest = hashlib.sha256(SOURCE.read_bytes() + INCLUDED.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
     return cache_root() / "kernels" / f"decode-kernels-{digest}.so"
 
 
@@ -111,6 +113,7 @@ def open_library(path: Path) -> ctypes.CDLL:
                   "prover_add_rmsnorm": [ptr] * 4 + [i64, i64, f32, flag],
                   "prover_rope_store": [ptr, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr, i64, i64, flag],
                   "prover_attend": [ptr, i64, i64, i64, i64, ptr, ptr, i64, i64, ptr, i64, f32, ptr, ptr, flag],
+                  "prover_layers_step": [ptr] * 10 + [i64] * 7 + [f32, ptr, ptr, i64, i64, ptr, i64, f32, ptr, flag],
                   "prover_gemv_isa": []}
     for name, args in signatures.items():
         fn = getattr(lib, name)
@@ -168,6 +171,38 @@ def install(model: torch.nn.Module) -> int:
             module.forward = types.MethodType(_forward, module)  # type: ignore[method-assign]
             count += 1
     return count
+
+
+def covers(weight: torch.Tensor, rows: int) -> bool:
+    """Whether ``linear`` takes products of ``rows`` rows against weights like ``weight`` (a build, the dtype, few
+    enough rows)."""
+    return 0 < rows <= max_rows(weight.dtype)
+
+
+def layers_step(h: torch.Tensor, weights: torch.Tensor, cache_layers: list[torch.nn.Module],
+                final_norm: torch.Tensor, heads: int, kv_heads: int, d: int, inter: int, eps: float,
+                cos: torch.Tensor, sin: torch.Tensor, column: int, mask: torch.Tensor) -> torch.Tensor:
+    """Every layer of a one-token step and the final norm in one call (``prover_layers_step``): ``h`` (rows,
+    hidden) the embedded tokens, updated in place; ``weights`` the layers' pointers (``FusedStep.pointers``);
+    returns the final norm's output (rows, hidden)."""
+    lib = load()[0]
+    assert lib is not None
+    rows, hidden = h.shape
+    new = functools.partial(torch.empty, dtype=h.dtype)
+    x, qkv, attended = new((rows, hidden)), new((rows, (heads + 2 * kv_heads) * d)), new((rows, heads * d))
+    delta, gate_up, act = new((rows, hidden)), new((rows, 2 * inter)), new((rows, inter))
+    caches = torch.tensor([b.data_ptr() for layer in cache_layers for b in (layer.key_buffer, layer.value_buffer)],
+                          dtype=torch.int64)
+    scratch = torch.empty(column + 1 + 256, dtype=torch.float32)
+    done = lib.prover_layers_step(h.data_ptr(), x.data_ptr(), qkv.data_ptr(), attended.data_ptr(), delta.data_ptr(),
+                                  gate_up.data_ptr(), act.data_ptr(), weights.data_ptr(), caches.data_ptr(),
+                                  final_norm.data_ptr(), len(cache_layers), rows, hidden, heads, kv_heads, d, inter,
+                                  eps, cos.data_ptr(), sin.data_ptr(), cache_layers[0].key_buffer.shape[2], column,
+                                  mask.data_ptr(), mask.stride(0), d ** -0.5, scratch.data_ptr(),
+                                  h.dtype == torch.bfloat16)
+    if done != 0:
+        raise ValueError(f"prover_layers_step refused head_dim {d} (at most 256)")
+    return x
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:

@@ -15,6 +15,9 @@ in the products. ``FusedStep`` runs the same computation with fewer, larger oper
    rows), else ``F.linear``; and the norms (each with the residual add before it), the rotations with the
    cache write, and attention run in ``decode_kernels.c``, a call each, float32 inside, rounding each stored
    result to the tensors' type.
+5. Where the kernels take every product (rows up to ``decode_kernels.max_rows``), the whole loop over layers
+   is one C call (``decode_kernels.layers_step``): at one row, a layer's dozen calls from Python cost about a
+   third as much as its products. The same calls in the same order; SiLU is computed in C there.
 
 Only the decode loop calls it, for steps of one new token a row, with a cache of reserved layers
 (``prover.engines.decode.ReservedLayer``); a prompt's prefill still goes through the model's forward. The
@@ -114,6 +117,14 @@ class FusedStep:
         self.layers = [self._layer(layer) for layer in base.layers]
         self.linear = kernel_linear if use_kernels else torch_linear
         self.in_c = use_kernels and kernels_built() and self.head_dim <= 256
+        # every layer's weights as pointers for one call through all layers (``_layers_in_c``); the tensors stay
+        # alive in ``self.layers``, and a weight sync writes into them
+        weights = [(w.in_norm, w.post_norm, w.qkv, w.qkv_bias, w.o, w.o_bias, w.gate_up, w.down, w.q_norm, w.k_norm)
+                   for w in self.layers]
+        flat = [t for layer in weights for t in layer if t is not None]
+        uniform = all(t.is_contiguous() and t.dtype == flat[0].dtype and t.device.type == "cpu" for t in flat)
+        self.pointers = torch.tensor([t.data_ptr() if t is not None else 0 for layer in weights for t in layer],
+                                     dtype=torch.int64) if self.in_c and uniform else None
 
     def _layer(self, layer: torch.nn.Module) -> LayerWeights:
         attn, mlp = layer.self_attn, layer.mlp
@@ -149,6 +160,8 @@ class FusedStep:
         """``ids`` and ``positions`` (rows, 1); ``mask`` (rows, columns) over every column so far, the new one
         last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer."""
         if self.in_c and c_ready(ids, mask, cache_layers):
+            if self.pointers is not None and kernels.covers(self.layers[0].qkv, ids.shape[0]):
+                return self._layers_in_c(ids, mask, positions, cache_layers)
             return self._in_c(ids, mask, positions, cache_layers)
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)  # (rows, 1, head_dim)
@@ -183,6 +196,21 @@ class FusedStep:
             gate_up = self.linear(x, w.gate_up)
             delta = self.linear(F.silu(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:], w.down)
         kernels.add_rmsnorm(h, delta, self.final_norm, x, self.eps)
+        return self.linear(x, self.head.weight, self.head.bias)
+
+
+    def _layers_in_c(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                     cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+        """``_in_c``'s step with the loop over layers in C as well (``decode_kernels.layers_step``), for rows
+        few enough that the kernels take every product; the LM head as before."""
+        rows = ids.shape[0]
+        h = self.embed(ids).reshape(rows, -1)
+        cos, sin = (t.contiguous() for t in self.rotary(h, positions))
+        column = cache_layers[0].keys.shape[2]
+        x = kernels.layers_step(h, self.pointers, cache_layers, self.final_norm, self.heads, self.kv_heads,
+                                self.head_dim, self.intermediate, self.eps, cos, sin, column, mask)
+        for layer in cache_layers:
+            layer.keys, layer.values = layer.key_buffer[:, :, :column + 1], layer.value_buffer[:, :, :column + 1]
         return self.linear(x, self.head.weight, self.head.bias)
 
 
