@@ -85,10 +85,11 @@ def decode_reading(res: dict) -> str:
                f"kernels read {'float32 ' if emulated else ''}weights at close to the bandwidth (the kernel's rows in "
                "the table above).")
     if emulated:
-        return (reading + " Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 in "
-                "registers (half the bytes to read, but at batch 1 at about half the float32 rate, where "
-                "llama.cpp's BF16 path reads faster) up to the rows `MAX_ROWS` allows; past it torch's products "
-                "convert bfloat16 in software.")
+        return (reading + " This table was measured with the loop over layers in one C call as well (where the "
+                "kernels take every product, `decode_step.c`), which removed about a dozen Python-side calls a "
+                "layer. Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 in "
+                "registers (half the bytes to read, at about four fifths of the float32 byte rate) up to the rows "
+                "`MAX_ROWS` allows; past it torch's products convert bfloat16 in software.")
     return (reading + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
             "AMX) take over from the kernels there.")
 
