@@ -198,7 +198,6 @@ class FusedStep:
         kernels.add_rmsnorm(h, delta, self.final_norm, x, self.eps)
         return self.linear(x, self.head.weight, self.head.bias)
 
-
     def _layers_in_c(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                      cache_layers: list[torch.nn.Module]) -> torch.Tensor:
         """``_in_c``'s step with the loop over layers in C as well (``decode_kernels.layers_step``), for rows

@@ -44,6 +44,7 @@ from prover.types import Generation, SamplingParams
 if TYPE_CHECKING:
     from transformers import DynamicCache, LogitsProcessor
 
+
 def _cache_mib(value: object) -> int | str:
     """``prefix_cache_mb`` as written: ``auto`` or a whole number of MiB, 0 or more (one message for both,
     where pydantic's union would report each member's error under its own tag)."""
@@ -53,6 +54,7 @@ def _cache_mib(value: object) -> int | str:
 
 
 CacheMiB = Annotated[int | Literal["auto"], PlainValidator(_cache_mib)]
+
 PREFIX_CACHE_MB = ("Most MiB of KV the engine keeps across generate calls, to serve later prompts' prefixes "
                    "(a chat's next turn, a group's episodes, a branch point's continuations); 'auto': a third of "
                    "the memory free on its device when the engine starts. Entries that no prompt of the running "
