@@ -133,7 +133,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     it lacks, not on CPU, no build)."""
     k = x.shape[-1]
     rows = x.numel() // k if k else 0
-    if (rows == 0 or rows > max_rows(x.dtype) or x.device.type != "cpu" or weight.dtype != x.dtype
+    if (not covers(x, rows) or x.device.type != "cpu" or weight.dtype != x.dtype
             or (bias is not None and bias.dtype != x.dtype) or not weight.is_contiguous()):
         return None
     return gemv(x, weight, bias)
@@ -173,10 +173,9 @@ def install(model: torch.nn.Module) -> int:
     return count
 
 
-def covers(weight: torch.Tensor, rows: int) -> bool:
-    """Whether ``linear`` takes products of ``rows`` rows against weights like ``weight`` (a build, the dtype, few
-    enough rows)."""
-    return 0 < rows <= max_rows(weight.dtype)
+def covers(x: torch.Tensor, rows: int) -> bool:
+    """Whether this build's products take ``rows`` rows in ``x``'s dtype (a build, the dtype, few enough rows)."""
+    return 0 < rows <= max_rows(x.dtype)
 
 
 def layers_step(h: torch.Tensor, weights: torch.Tensor, cache_layers: list[torch.nn.Module],

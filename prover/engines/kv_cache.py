@@ -123,29 +123,30 @@ class PrefixCache:
         kv = columns()
         nbytes = kv_bytes(kv)
         superseded = entry if entry is not None and lcp == len(entry.tokens) else None
-        if not self._room_for(nbytes - (superseded.nbytes if superseded is not None else 0), superseded):
+        evict = self._evictions(nbytes - (superseded.nbytes if superseded is not None else 0))
+        if evict is None:
             return
-        if superseded is not None:
-            self.drop(tuple(superseded.tokens.tolist()))
+        for old in ([tuple(superseded.tokens.tolist())] if superseded is not None else []) + evict:
+            self.drop(old)
         key = tuple(tokens)
         blocks = block_hashes(tokens)
         self.entries[key] = Entry(np.asarray(tokens, dtype=np.int64), kv, nbytes, blocks, self.call)
         for h in blocks:
             self.index.setdefault(h, {})[key] = None
         self.nbytes += nbytes
-        for old in [k for k, e in self.entries.items() if e.call < self.call]:
-            if self.max_bytes is None or self.nbytes <= self.max_bytes:
-                break
-            self.drop(old)
 
-    def _room_for(self, growth: int, superseded: Entry | None) -> bool:
-        """Whether ``growth`` more bytes fit once every unpinned entry but ``superseded`` could go."""
-        if self.max_bytes is None:
-            return True
-        over = self.nbytes + growth - self.max_bytes
-        if over <= 0:
-            return True
-        return sum(e.nbytes for e in self.entries.values() if e.call < self.call and e is not superseded) >= over
+    def _evictions(self, growth: int) -> list[tuple[int, ...]] | None:
+        """The unpinned entries to drop, least recently used first, for ``growth`` more bytes to fit; None
+        when even all of them would not make room. (``match`` has just pinned the entry a put supersedes.)"""
+        over = self.nbytes + growth - self.max_bytes if self.max_bytes is not None else 0
+        evict: list[tuple[int, ...]] = []
+        for key, e in self.entries.items():
+            if over <= 0:
+                break
+            if e.call < self.call:
+                evict.append(key)
+                over -= e.nbytes
+        return evict if over <= 0 else None
 
     def drop(self, key: tuple[int, ...]) -> None:
         entry = self.entries.pop(key, None)
