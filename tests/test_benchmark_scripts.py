@@ -44,6 +44,7 @@ SMOKE = {
     "benchmarks.perf.learner_sequences": ["--models", "tiny", "--episodes", "2", "--turns", "2", "--first", "10",
                                           "--observation", "4", "--completion", "2", "--repeats", "1"],
     "benchmarks.perf.page": ["--check"],
+    "benchmarks.perf.stopped_rows": ["--smoke"],  # the tiny policy, 4 rows; writes into a temporary folder
     "benchmarks.perf.retrieval": ["--backends", "bm25", "--questions", "5", "--one-by-one", "5", "--n-kbs", "1"],
     "benchmarks.studies.before_after": ["--config", "benchmarks/configs/bench_interop.yaml", "dir=docs/bench/interop"],
     "benchmarks.studies.gigpo_anchors": ["--episodes", "1", "--tasks", "1", "--max-turns", "3"],

@@ -54,6 +54,56 @@ def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
     assert ((y.double() - exact).abs() <= exact.abs() * 2.0 ** -8 + 1e-5 * k ** 0.5).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_rows_product_does_not_depend_on_how_many_rows_share_the_call(dtype):
+    """Each row's output is bit for bit the same whatever rows come with it (1 to max_rows, any position): the
+    decode loop drops rows that have stopped, and the running rows' numbers must not move when it does. The
+    n's leave every remainder of the passes' weight rows."""
+    top = kernels.max_rows(dtype)
+    g = torch.Generator().manual_seed(11)
+    for n, k in ((40, 96), (13, 100), (7, 37), (3, 8)):
+        x, w = torch.randn(top, k, generator=g).to(dtype), torch.randn(n, k, generator=g).to(dtype)
+        full = kernels.gemv(x, w)
+        for m in range(1, top + 1):
+            for first in (0, top - m):
+                assert torch.equal(kernels.gemv(x[first:first + m].contiguous(), w), full[first:first + m]), (n, k, m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_some_rows_of_the_cache_rotate_store_and_attend_as_in_a_call_of_all(dtype):
+    """rope_store and attend given some rows and the cache row of each (``cache_rows``) write and read those
+    cache rows, and give each row bit for bit what a call with every row gives it (SmolLM2's heads: 9 query
+    heads on 3 kv heads of 64)."""
+    rows, heads, kv_heads, d, capacity, column = 6, 9, 3, 64, 12, 7
+    g = torch.Generator().manual_seed(5)
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * d, generator=g).to(dtype)
+    cos, sin = torch.randn(rows, d, generator=g).to(dtype), torch.randn(rows, d, generator=g).to(dtype)
+    keys = torch.randn(rows, kv_heads, capacity, d, generator=g).to(dtype)
+    values = torch.randn(rows, kv_heads, capacity, d, generator=g).to(dtype)
+    mask = torch.ones(rows, column + 1, dtype=torch.int64)
+    mask[:, :2] = 0
+    scratch = kernels.attend_scratch(column + 1)
+
+    def step(some: list[int] | None):
+        k, v = keys.clone(), values.clone()
+        pick = torch.tensor(some if some is not None else range(rows))
+        q = qkv[pick].contiguous()
+        kernels.rope_store(q, heads, kv_heads, None, None, 1e-5, cos[pick].contiguous(), sin[pick].contiguous(), k,
+                           v, column, pick if some is not None else None)
+        out = q.new_empty((len(pick), heads * d))
+        kernels.attend(q, heads, k, v, column + 1, mask[pick].contiguous(), d ** -0.5, out, scratch,
+                       pick if some is not None else None)
+        return q, out, k, v
+
+    q_all, out_all, k_all, v_all = step(None)
+    for some in ([4], [3, 1], [5, 0, 2]):
+        q, out, k, v = step(some)
+        assert torch.equal(q, q_all[some]) and torch.equal(out, out_all[some])
+        assert torch.equal(k[some], k_all[some]) and torch.equal(v[some], v_all[some])
+        others = [r for r in range(rows) if r not in some]
+        assert torch.equal(k[others], keys[others]) and torch.equal(v[others], values[others])
+
+
 def test_a_strided_input_and_leading_dimensions():
     """(batch, 1, k) rows cut from a longer (batch, t, k) tensor, as a decode step's last position is."""
     g = torch.Generator().manual_seed(0)

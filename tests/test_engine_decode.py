@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from prover.engines.decode import ReservedLayer, reserved_cache, warpers
+from prover.engines import decode as decode_loop
+from prover.engines.decode import ReservedLayer, empty_reserved_cache, reserved_cache, warpers
 from prover.engines.hf import HFEngine
 from prover.types import SamplingParams
 from test_engine_kv_cache import sharp_dir  # noqa: F401  (the fixture)
@@ -124,3 +125,43 @@ def test_the_fused_step_and_cpu_kernels_change_no_greedy_token(sharp_dir):  # no
     assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rows_that_stopped_leave_the_step_and_change_nothing(sharp_dir, dtype, monkeypatch):  # noqa: F811
+    """Sampled rows that stop at different times, decoded with stopped rows left out of the step and fed pads
+    as generate does: the same tokens, bit for bit the same log-probs up to each row's stop, and the same KV in
+    every column the prefix cache keeps (the stop token's column included). Up to max_rows rows the products
+    take the same kernel either way; the step did run fewer rows."""
+    engine = HFEngine(sharp_dir, device="cpu", prefix_cache_mb=0, dtype=dtype)
+    assert engine.fused_step is not None
+    prompts = prompts_of(engine)
+    ids = torch.full((len(prompts), max(len(p) for p in prompts)), engine.pad_id)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, ids.shape[1] - len(p):], attn[i, ids.shape[1] - len(p):] = torch.tensor(p), 1
+    vocab = engine.model.config.vocab_size
+    stops = list(range(0, vocab, 9))  # a ninth of the tokens stop a row: rows end at different steps
+    params = SamplingParams(max_new_tokens=24, temperature=1.0)
+    rows_fed: list[int] = []
+    step = engine.fused_step.__call__
+    monkeypatch.setattr(type(engine.fused_step), "__call__",
+                        lambda self, ids, *a, **k: rows_fed.append(ids.shape[0]) or step(ids, *a, **k))
+
+    def run(drop: bool):
+        torch.manual_seed(3)
+        cache = empty_reserved_cache(engine.model.config.num_hidden_layers, ids.shape[1] + params.max_new_tokens)
+        return decode_loop.decode(engine.model, ids, attn, cache, engine.cache_kwarg, params, stops, engine.pad_id,
+                                  None, engine.fused_step, drop_stopped=drop)
+
+    fed, dropped = run(False), run(True)
+    assert min(rows_fed[len(rows_fed) // 2:]) < len(prompts)  # the second run left stopped rows out
+    assert torch.equal(fed.tokens, dropped.tokens)
+    steps = fed.tokens.shape[1]
+    for i, row in enumerate(fed.tokens.tolist()):
+        made = next((n + 1 for n, t in enumerate(row) if t in stops), steps)
+        assert torch.equal(fed.logprobs[i, :made], dropped.logprobs[i, :made])
+        kept = ids.shape[1] + min(made, steps - 1)  # columns the prefix cache keeps: each fed token's
+        for a, b in zip(fed.cache.layers, dropped.cache.layers):
+            assert torch.equal(a.key_buffer[i, :, :kept], b.key_buffer[i, :, :kept])
+            assert torch.equal(a.value_buffer[i, :, :kept], b.value_buffer[i, :, :kept])

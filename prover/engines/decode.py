@@ -4,8 +4,8 @@ buffer reserved for the whole call, and only the sampled tokens' log-probs kept.
 It does what ``model.generate`` does for plain sampling (transformers' ``GenerationMixin._sample``): each step
 casts the last position's logits to float32, applies the caller's logits processors, then temperature,
 top-k and top-p with transformers' own warpers, and draws with ``torch.multinomial`` from the softmax (or
-takes the argmax when greedy); a row that has stopped is fed the pad token until every row has. With the
-same seed it draws the same tokens as ``generate``. Three things differ, each for speed or faithfulness:
+takes the argmax when greedy); a row that has stopped gets the pad token until every row has. With the
+same seed it draws the same tokens as ``generate``. Four things differ, each for speed or faithfulness:
 
 1. The KV cache is reserved once (``ReservedLayer``): a step writes its column in place, where
    ``DynamicCache`` concatenates, copying the whole cache, every step.
@@ -14,6 +14,9 @@ same seed it draws the same tokens as ``generate``. Three things differ, each fo
 3. Sampling is exactly ``SamplingParams``: a checkpoint's ``generation_config.json`` (Qwen's sets top-k 20,
    top-p 0.8 and a repetition penalty) changes nothing, so the recorded log-probs are those of the
    distribution sampled from, before the top-k/top-p truncation, as the learner assumes.
+4. Once a row's stop token is fed, the row leaves the step (``fused_logits``, where the fused step indexes
+   the cache by row): ``generate`` feeds it pads, attending over its whole context, until every row stops. In
+   a batch of chats that is most of a turn's attention. The running rows' tokens and log-probs are unchanged.
 
 Models whose every layer is full attention over a ``DynamicCache`` only (``prefix.sharing_mode`` says
 ``prefix``); the engine hands other models to ``generate``.
@@ -121,11 +124,13 @@ def warpers(params: SamplingParams, processors: list[LogitsProcessor] | None) ->
 @torch.inference_mode()  # no autograd bookkeeping at all: about 8% of a one-row step (no_grad keeps version counts)
 def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache: DynamicCache, kwarg: str,
            params: SamplingParams, stops: list[int], pad_id: int,
-           processors: list[LogitsProcessor] | None = None, fused: FusedStep | None = None) -> Decoded:
+           processors: list[LogitsProcessor] | None = None, fused: FusedStep | None = None,
+           drop_stopped: bool = True) -> Decoded:
     """Generate up to ``params.max_new_tokens`` tokens for each row of ``ids`` (left padded, mask ``attn``),
     continuing ``cache``, which holds the KV of the first ``cache.get_seq_length()`` columns and has room for
     ``ids.shape[1] + max_new_tokens - 1`` in all. ``fused`` runs the steps of one new column a row in place
-    of the model's forward (``prover.engines.fused_step``)."""
+    of the model's forward (``prover.engines.fused_step``); ``drop_stopped=False`` feeds stopped rows pads as
+    ``generate`` does (departure 4 off, for comparisons)."""
     rows, length = ids.shape
     steps = params.max_new_tokens
     seqs = torch.full((rows, length + steps), pad_id, dtype=torch.long, device=ids.device)
@@ -136,12 +141,14 @@ def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache:
     chain = warpers(params, processors)
     stop_ids = torch.tensor(stops, dtype=torch.long, device=ids.device)
     running = torch.ones(rows, dtype=torch.bool, device=ids.device)
+    feeding = running.clone()  # rows whose newest token is theirs (a stop token included): its KV is kept
     fed, n = cache.get_seq_length(), 0
     while n < steps:
         end = length + n
         pos = (mask[:, :end].cumsum(-1)[:, fed:] - 1).clamp(min=0)  # real tokens before each fed column
         if fused is not None and end - fed == 1:
-            logits = fused(seqs[:, fed:end], mask[:, :end], pos, cache.layers).float()
+            logits = fused_logits(fused, seqs[:, fed:end], mask[:, :end], pos, cache,
+                                  feeding if drop_stopped else None)
         else:
             logits = model(input_ids=seqs[:, fed:end], attention_mask=mask[:, :end], position_ids=pos,
                            use_cache=True, logits_to_keep=1, **{kwarg: cache}).logits[:, -1].float()
@@ -154,8 +161,25 @@ def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache:
         token = torch.where(running, token, pad_id)
         logps[:, n] = logits.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         seqs[:, end] = token
+        feeding = running.clone()
         running &= ~torch.isin(token, stop_ids)
         fed, n = end, n + 1
         if not running.any():
             break
     return Decoded(seqs[:, length:length + n], logps[:, :n], cache)
+
+
+def fused_logits(fused: FusedStep, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                 cache: DynamicCache, feeding: torch.Tensor | None) -> torch.Tensor:
+    """The float32 logits of a one-column step. Rows that no longer feed tokens are left out of the step where
+    ``fused`` can index the cache by row: their logits are zeros, which is never read, as their tokens are pads
+    and their KV past the stop is never kept. Sampling draws from every row either way (``torch.multinomial``
+    draws one exponential per entry whatever the values), so the running rows' tokens are those of a step that
+    fed every row. ``feeding`` None: every row."""
+    if feeding is None or bool(feeding.all()) or not fused.takes_rows(ids, mask, cache.layers):
+        return fused(ids, mask, positions, cache.layers).float()
+    live = feeding.nonzero().squeeze(1)
+    part = fused(ids[live], mask[live], positions[live], cache.layers, live).float()
+    logits = part.new_zeros((ids.shape[0], part.shape[1]))
+    logits[live] = part
+    return logits

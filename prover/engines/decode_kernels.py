@@ -58,8 +58,15 @@ def cpu_flags() -> str:
         return ""
 
 
+# -ffp-contract=off: a C expression such as a * b + c * d rounds as written, in vectorized and scalar code alike,
+# so a row's result does not depend on which the compiler picked for its address or the call's row count (the
+# products' fused multiply-adds are intrinsics, which the flag leaves as they are)
+COMPILE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-shared", "-fPIC")
+
+
 def library_path() -> Path:
-    digest = hashlib.sha256(SOURCE.read_bytes() + INCLUDED.read_bytes() + cpu_flags().encode()).hexdigest()[:16]
+    digest = hashlib.sha256(SOURCE.read_bytes() + INCLUDED.read_bytes() + cpu_flags().encode()
+                            + " ".join(COMPILE_FLAGS).encode()).hexdigest()[:16]
     return cache_root() / "kernels" / f"decode-kernels-{digest}.so"
 
 
@@ -77,7 +84,7 @@ def build(out: Path) -> str | None:
     except OSError as err:
         return f"cannot write {out.parent} ({err.strerror})"
     try:
-        done = subprocess.run([compiler, "-O3", "-march=native", "-shared", "-fPIC", "-o", tmp, str(SOURCE), "-lm"],
+        done = subprocess.run([compiler, *COMPILE_FLAGS, "-o", tmp, str(SOURCE), "-lm"],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines() or ["the compiler failed"]
@@ -111,13 +118,16 @@ def open_library(path: Path) -> ctypes.CDLL:
     ptr, i64, f32, flag = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
     signatures = {"prover_gemv_bf16": [ptr] * 4 + [i64] * 5, "prover_gemv_f32": [ptr] * 4 + [i64] * 5,
                   "prover_add_rmsnorm": [ptr] * 4 + [i64, i64, f32, flag],
-                  "prover_rope_store": [ptr, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr, i64, i64, flag],
-                  "prover_attend": [ptr, i64, i64, i64, i64, ptr, ptr, i64, i64, ptr, i64, f32, ptr, ptr, flag],
-                  "prover_layers_step": [ptr] * 10 + [i64] * 7 + [f32, ptr, ptr, i64, i64, ptr, i64, f32, ptr, flag],
+                  "prover_rope_store": [ptr, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr, i64, i64, ptr,
+                                        flag],
+                  "prover_attend": [ptr, i64, i64, i64, i64, ptr, ptr, i64, i64, ptr, i64, ptr, f32, ptr, ptr, flag],
+                  "prover_attend_scratch": [i64],
+                  "prover_layers_step": [ptr] * 10 + [i64] * 7 + [f32, ptr, ptr, i64, i64, ptr, i64, ptr, f32, ptr,
+                                                                  flag],
                   "prover_gemv_isa": []}
     for name, args in signatures.items():
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, ctypes.c_int
+        fn.argtypes, fn.restype = args, ctypes.c_int64 if name == "prover_attend_scratch" else ctypes.c_int
     return lib
 
 
@@ -180,10 +190,12 @@ def covers(x: torch.Tensor, rows: int) -> bool:
 
 def layers_step(h: torch.Tensor, weights: torch.Tensor, cache_layers: list[torch.nn.Module],
                 final_norm: torch.Tensor, heads: int, kv_heads: int, d: int, inter: int, eps: float,
-                cos: torch.Tensor, sin: torch.Tensor, column: int, mask: torch.Tensor) -> torch.Tensor:
+                cos: torch.Tensor, sin: torch.Tensor, column: int, mask: torch.Tensor,
+                cache_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Every layer of a one-token step and the final norm in one call (``prover_layers_step``): ``h`` (rows,
     hidden) the embedded tokens, updated in place; ``weights`` the layers' pointers (``FusedStep.pointers``);
-    returns the final norm's output (rows, hidden)."""
+    ``cache_rows`` (int64, one a row) the cache row each row reads and writes, when not row for row; returns
+    the final norm's output (rows, hidden)."""
     lib = load()[0]
     assert lib is not None
     rows, hidden = h.shape
@@ -192,16 +204,23 @@ def layers_step(h: torch.Tensor, weights: torch.Tensor, cache_layers: list[torch
     delta, gate_up, act = new((rows, hidden)), new((rows, 2 * inter)), new((rows, inter))
     caches = torch.tensor([b.data_ptr() for layer in cache_layers for b in (layer.key_buffer, layer.value_buffer)],
                           dtype=torch.int64)
-    scratch = torch.empty(column + 1 + 256, dtype=torch.float32)
+    scratch = attend_scratch(column + 1)
     done = lib.prover_layers_step(h.data_ptr(), x.data_ptr(), qkv.data_ptr(), attended.data_ptr(), delta.data_ptr(),
                                   gate_up.data_ptr(), act.data_ptr(), weights.data_ptr(), caches.data_ptr(),
                                   final_norm.data_ptr(), len(cache_layers), rows, hidden, heads, kv_heads, d, inter,
                                   eps, cos.data_ptr(), sin.data_ptr(), cache_layers[0].key_buffer.shape[2], column,
-                                  mask.data_ptr(), mask.stride(0), d ** -0.5, scratch.data_ptr(),
-                                  h.dtype == torch.bfloat16)
+                                  mask.data_ptr(), mask.stride(0), _ptr(cache_rows), d ** -0.5,
+                                  scratch.data_ptr(), h.dtype == torch.bfloat16)
     if done != 0:
         raise ValueError(f"prover_layers_step refused head_dim {d} (at most 256)")
     return x
+
+
+def attend_scratch(columns: int) -> torch.Tensor:
+    """The float32 scratch ``attend`` needs over ``columns`` cache columns."""
+    lib = load()[0]
+    assert lib is not None
+    return torch.empty(lib.prover_attend_scratch(columns), dtype=torch.float32)
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:
@@ -219,24 +238,27 @@ def add_rmsnorm(h: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tenso
 
 def rope_store(qkv: torch.Tensor, heads: int, kv_heads: int, q_norm: torch.Tensor | None,
                k_norm: torch.Tensor | None, eps: float, cos: torch.Tensor, sin: torch.Tensor,
-               keys: torch.Tensor, values: torch.Tensor, column: int) -> None:
+               keys: torch.Tensor, values: torch.Tensor, column: int, cache_rows: torch.Tensor | None = None) -> None:
     """Rotate (after Qwen3's per-head norms) the queries and keys of ``qkv`` (rows, (heads + 2 kv_heads) d) in
-    place, and write keys and values as column ``column`` of the reserved buffers (rows, kv_heads, capacity, d)."""
+    place, and write keys and values as column ``column`` of the reserved buffers (cache rows, kv_heads,
+    capacity, d): row r's into cache row ``cache_rows[r]`` (int64), or r without ``cache_rows``."""
     lib = load()[0]
     assert lib is not None
     d = keys.shape[-1]
     lib.prover_rope_store(qkv.data_ptr(), qkv.shape[0], heads, kv_heads, d, _ptr(q_norm), _ptr(k_norm), eps,
                           cos.data_ptr(), sin.data_ptr(), keys.data_ptr(), values.data_ptr(), keys.shape[2],
-                          column, qkv.dtype == torch.bfloat16)
+                          column, _ptr(cache_rows), qkv.dtype == torch.bfloat16)
 
 
 def attend(qkv: torch.Tensor, heads: int, keys: torch.Tensor, values: torch.Tensor, columns: int,
-           mask: torch.Tensor, scale: float, out: torch.Tensor, scratch: torch.Tensor) -> None:
+           mask: torch.Tensor, scale: float, out: torch.Tensor, scratch: torch.Tensor,
+           cache_rows: torch.Tensor | None = None) -> None:
     """Each row's queries in ``qkv`` against the first ``columns`` cache columns that ``mask`` (rows x columns,
-    int64, rows may be strided) allows; ``out`` (rows, heads d). ``scratch``: float32, columns + 256."""
+    int64, rows may be strided) allows, in cache row ``cache_rows[r]`` (r without ``cache_rows``); ``out``
+    (rows, heads d). ``scratch``: ``attend_scratch(columns)``."""
     lib = load()[0]
     assert lib is not None
     kv_heads, capacity, d = keys.shape[1], keys.shape[2], keys.shape[3]
     lib.prover_attend(qkv.data_ptr(), qkv.shape[0], heads, kv_heads, d, keys.data_ptr(), values.data_ptr(),
-                      capacity, columns, mask.data_ptr(), mask.stride(0), scale, out.data_ptr(), scratch.data_ptr(),
-                      qkv.dtype == torch.bfloat16)
+                      capacity, columns, mask.data_ptr(), mask.stride(0), _ptr(cache_rows), scale, out.data_ptr(),
+                      scratch.data_ptr(), qkv.dtype == torch.bfloat16)

@@ -130,19 +130,21 @@ static void norm_and_rotate(void *x, int64_t at, int64_t d, const void *norm, fl
 
 /* qkv: rows of [heads*d queries | kv_heads*d keys | kv_heads*d values]. Normalizes and rotates the queries and
  * keys in place (cos and sin: rows x d), and writes each row's keys and values as column ``column`` of the
- * reserved cache buffers (rows, kv_heads, capacity, d). */
+ * reserved cache buffers (cache rows, kv_heads, capacity, d): row r's into cache row ``row_of[r]``, or r when
+ * ``row_of`` is null (the decode loop leaves out rows that have stopped). */
 int prover_rope_store(void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *q_norm,
                       const void *k_norm, float eps, const void *cos, const void *sin, void *keys, void *values,
-                      int64_t capacity, int64_t column, int bf16) {
+                      int64_t capacity, int64_t column, const int64_t *row_of, int bf16) {
     float scratch[1024];
     if (d > 1024) return -1;
     int64_t width = (heads + 2 * kv_heads) * d;
     for (int64_t r = 0; r < rows; r++) {
+        int64_t cache_row = row_of ? row_of[r] : r;
         for (int64_t h = 0; h < heads + kv_heads; h++)
             norm_and_rotate(qkv, r * width + h * d, d, h < heads ? q_norm : k_norm, eps, cos, sin, r * d, bf16,
                             scratch);
         for (int64_t g = 0; g < kv_heads; g++) {
-            int64_t at = ((r * kv_heads + g) * capacity + column) * d;
+            int64_t at = ((cache_row * kv_heads + g) * capacity + column) * d;
             int64_t key = r * width + (heads + g) * d, value = r * width + (heads + kv_heads + g) * d;
             size_t bytes = (size_t)d * (bf16 ? 2 : 4);
             memcpy((char *)keys + at * (bf16 ? 2 : 4), (char *)qkv + key * (bf16 ? 2 : 4), bytes);
@@ -160,18 +162,21 @@ static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, in
 }
 
 /* Each row's one query per head against the first ``columns`` columns of the cache where mask (rows x
- * mask_stride, nonzero: attend) allows, grouped-query heads sharing kv heads; out: rows x heads*d. Scores,
- * softmax and the weighted sum in float32, the result rounded once. scratch: at least ``columns`` floats,
- * then 256 more. */
+ * mask_stride, nonzero: attend) allows; row r reads cache row ``row_of[r]`` (r when null); out: rows x heads*d.
+ * Grouped-query heads share kv heads. Scores, softmax and the weighted sum in float32, the result rounded
+ * once. scratch: at least ATTEND_SCRATCH(columns) floats. */
+#define ATTEND_SCRATCH(columns) ((columns) + 256)
+int64_t prover_attend_scratch(int64_t columns) { return ATTEND_SCRATCH(columns); }
+
 int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *keys,
                   const void *values, int64_t capacity, int64_t columns, const int64_t *mask, int64_t mask_stride,
-                  float scale, void *out, float *scratch, int bf16) {
+                  const int64_t *row_of, float scale, void *out, float *scratch, int bf16) {
     int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, vectors = (d + VW - 1) / VW;
     float *acc = scratch + columns;
     if (d > 256) return -1;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t h = 0; h < heads; h++) {
-            int64_t g = h / group, kv = (r * kv_heads + g) * capacity * d;
+            int64_t g = h / group, kv = ((row_of ? row_of[r] : r) * kv_heads + g) * capacity * d;
             float best = -INFINITY, total = 0.0f;
             for (int64_t c = 0; c < columns; c++) {
                 scratch[c] = mask[r * mask_stride + c] ? dot(qkv, r * width + h * d, keys, kv + c * d, d, bf16) * scale
@@ -222,13 +227,14 @@ static void product(const void *w, const void *x, void *y, const void *bias, int
  * k_norm; 0 for none); caches: keys and values buffers a layer. h (rows x hidden) is the residual stream, in
  * and out; x ends as the final norm's output, the LM head's input. Scratch: qkv (rows x (heads + 2 kv_heads) d),
  * attended (rows x heads d), delta (rows x hidden), gate_up (rows x 2 inter), act (rows x inter), scratch
- * (columns + 257 floats). */
+ * (ATTEND_SCRATCH(column + 1) floats). row_of: as in prover_rope_store. */
 #define LAYER_POINTERS 10
 int prover_layers_step(void *h, void *x, void *qkv, void *attended, void *delta, void *gate_up, void *act,
                        const int64_t *weights, const int64_t *caches, const void *final_norm, int64_t layers,
                        int64_t rows, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t d, int64_t inter,
                        float eps, const void *cos, const void *sin, int64_t capacity, int64_t column,
-                       const int64_t *mask, int64_t mask_stride, float scale, float *scratch, int bf16) {
+                       const int64_t *mask, int64_t mask_stride, const int64_t *row_of, float scale,
+                       float *scratch, int bf16) {
     int64_t width = (heads + 2 * kv_heads) * d;
     for (int64_t l = 0; l < layers; l++) {
         const void *const *w = (const void *const *)(weights + l * LAYER_POINTERS);
@@ -236,9 +242,9 @@ int prover_layers_step(void *h, void *x, void *qkv, void *attended, void *delta,
         prover_add_rmsnorm(h, l ? delta : 0, w[0], x, rows, hidden, eps, bf16);
         product(w[2], x, qkv, w[3], width, hidden, rows, bf16);
         if (prover_rope_store(qkv, rows, heads, kv_heads, d, w[8], w[9], eps, cos, sin, keys, values, capacity,
-                              column, bf16) ||
+                              column, row_of, bf16) ||
             prover_attend(qkv, rows, heads, kv_heads, d, keys, values, capacity, column + 1, mask, mask_stride,
-                          scale, attended, scratch, bf16))
+                          row_of, scale, attended, scratch, bf16))
             return -1;
         product(w[4], attended, delta, w[5], hidden, heads * d, rows, bf16);
         prover_add_rmsnorm(h, delta, w[1], x, rows, hidden, eps, bf16);

@@ -154,15 +154,23 @@ class FusedStep:
                                              enable_gqa=self.kv_heads != self.heads)
         return self.linear(out.transpose(1, 2).reshape(rows, 1, self.heads * d), w.o, w.o_bias)
 
+    def takes_rows(self, ids: torch.Tensor, mask: torch.Tensor, cache_layers: list[torch.nn.Module]) -> bool:
+        """Whether a step may be given only some of the cache's rows (``cache_rows``): the C paths index the
+        cache by row; the torch path writes every row of it."""
+        return self.in_c and c_ready(ids, mask, cache_layers)
+
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                 cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+                 cache_layers: list[torch.nn.Module], cache_rows: torch.Tensor | None = None) -> torch.Tensor:
         """``ids`` and ``positions`` (rows, 1); ``mask`` (rows, columns) over every column so far, the new one
-        last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer."""
+        last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer; ``cache_rows`` (int64, one a row;
+        only where ``takes_rows``) the cache row each row is, when the step runs some rows of the cache only."""
         if self.in_c and c_ready(ids, mask, cache_layers):
             if self.pointers is not None and kernels.covers(self.layers[0].qkv, ids.shape[0]):
-                return self._layers_in_c(ids, mask, positions, cache_layers)
-            return self._in_c(ids, mask, positions, cache_layers)
+                return self._layers_in_c(ids, mask, positions, cache_layers, cache_rows)
+            return self._in_c(ids, mask, positions, cache_layers, cache_rows)
+        if cache_rows is not None:
+            raise ValueError("the torch decode step runs every row of the cache")
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)  # (rows, 1, head_dim)
         cos, sin = cos[:, :, None], sin[:, :, None]  # over the heads
@@ -175,23 +183,23 @@ class FusedStep:
         return self.linear(h, self.head.weight, self.head.bias)
 
     def _in_c(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-              cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+              cache_layers: list[torch.nn.Module], cache_rows: torch.Tensor | None) -> torch.Tensor:
         """The same step with norms, rotations, the cache write and attention in ``decode_kernels.c``."""
         rows, d, heads = ids.shape[0], self.head_dim, self.heads
         h = self.embed(ids).reshape(rows, -1)
         cos, sin = (t.contiguous() for t in self.rotary(h, positions))
         x, attended = torch.empty_like(h), h.new_empty((rows, heads * d))
         column = cache_layers[0].keys.shape[2]
-        scratch = torch.empty(column + 1 + 256, dtype=torch.float32)
+        scratch = kernels.attend_scratch(column + 1)
         delta = None
         for w, layer in zip(self.layers, cache_layers):
             kernels.add_rmsnorm(h, delta, w.in_norm, x, self.eps)
             qkv = self.linear(x, w.qkv, w.qkv_bias)
             kernels.rope_store(qkv, heads, self.kv_heads, w.q_norm, w.k_norm, self.eps, cos, sin, layer.key_buffer,
-                               layer.value_buffer, column)
+                               layer.value_buffer, column, cache_rows)
             layer.keys, layer.values = layer.key_buffer[:, :, :column + 1], layer.value_buffer[:, :, :column + 1]
             kernels.attend(qkv, heads, layer.key_buffer, layer.value_buffer, column + 1, mask, d ** -0.5, attended,
-                           scratch)
+                           scratch, cache_rows)
             kernels.add_rmsnorm(h, self.linear(attended, w.o, w.o_bias), w.post_norm, x, self.eps)
             gate_up = self.linear(x, w.gate_up)
             delta = self.linear(F.silu(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:], w.down)
@@ -199,7 +207,7 @@ class FusedStep:
         return self.linear(x, self.head.weight, self.head.bias)
 
     def _layers_in_c(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                     cache_layers: list[torch.nn.Module]) -> torch.Tensor:
+                     cache_layers: list[torch.nn.Module], cache_rows: torch.Tensor | None) -> torch.Tensor:
         """``_in_c``'s step with the loop over layers in C as well (``decode_kernels.layers_step``), for rows
         few enough that the kernels take every product; the LM head as before."""
         rows = ids.shape[0]
@@ -207,7 +215,7 @@ class FusedStep:
         cos, sin = (t.contiguous() for t in self.rotary(h, positions))
         column = cache_layers[0].keys.shape[2]
         x = kernels.layers_step(h, self.pointers, cache_layers, self.final_norm, self.heads, self.kv_heads,
-                                self.head_dim, self.intermediate, self.eps, cos, sin, column, mask)
+                                self.head_dim, self.intermediate, self.eps, cos, sin, column, mask, cache_rows)
         for layer in cache_layers:
             layer.keys, layer.values = layer.key_buffer[:, :, :column + 1], layer.value_buffer[:, :, :column + 1]
         return self.linear(x, self.head.weight, self.head.bias)
