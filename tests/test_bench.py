@@ -92,6 +92,19 @@ def test_overrides_reach_the_cells_in_order_common_env_method(tiny_common, tmp_p
     assert ws.config.run.dir == str(ws.dir) and alf.key != ws.key
 
 
+def test_methods_named_on_the_command_line_keep_the_files_settings_for_them(tiny_common, tmp_path):
+    """``methods=[...]`` picks rows of the file by label (else name), each with its overrides; a name the file
+    does not list is a plain row."""
+    path = _write(tmp_path, tiny_common, methods=[
+        "grpo", {"name": "prover+random", "overrides": {"credit.samples": 2}},
+        {"name": "prover+random", "label": "prover+random-k3", "overrides": {"credit.samples": 3}}])
+    bench = load_bench_config(path, ["methods=[prover+random-k3,prover+random,gigpo]"])
+    assert [(m.name, m.label, m.overrides) for m in bench.methods] == [
+        ("prover+random", "prover+random-k3", {"credit.samples": 3}), ("prover+random", None, {"credit.samples": 2}),
+        ("gigpo", None, {})]
+    assert [c.config.credit.samples for c in plan(bench).cells[:2]] == [3, 2]
+
+
 # -- a tiny bench ----------------------------------------------------------------------------------------
 
 def _mtimes(root: Path) -> dict[str, int]:

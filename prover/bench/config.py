@@ -130,9 +130,25 @@ class BenchConfig(StrictNumbers):
 def load_bench_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> BenchConfig:
     """A bench YAML file (optional) plus dotted overrides (``steps=2``, ``seeds=[0]``,
     ``common.rollout.group_size=4``), read as `prover train` reads its config; a one-line ConfigError on any
-    problem."""
+    problem. A row named by ``methods=[...]`` that the file also lists (by its label, else its name) keeps the
+    file's settings for it: ``methods=[grpo,prover+contrast]`` picks two of the file's rows, overrides and all."""
     tree = read_tree(path, overrides, what="bench config")
+    if any(o.split("=", 1)[0].strip() == "methods" for o in overrides):
+        tree["methods"] = _rows_of_the_file(tree.get("methods"), read_tree(path, (), what="bench config"))
     try:
         return BenchConfig.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(validation_line(exc, what="bench field", unknown="; see `prover bench --help`")) from exc
+
+
+def _rows_of_the_file(picked: object, file_tree: dict) -> object:
+    """``picked`` (an override's list of rows) with each bare name that names a row of the file replaced by
+    that row, settings included."""
+    listed = file_tree.get("methods")
+    if not isinstance(picked, list) or not isinstance(listed, list):
+        return picked
+    by_name = {}
+    for row in listed:
+        spec = row if isinstance(row, dict) else {"name": row}
+        by_name.setdefault(str(spec.get("label") or spec.get("name")), spec)
+    return [by_name.get(row, row) if isinstance(row, str) else row for row in picked]

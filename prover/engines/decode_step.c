@@ -23,6 +23,11 @@ static inline void vstore(float *out, vec a) { _mm512_storeu_ps(out, a); }
 static inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
 static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
 static inline vec vdiv(vec a, vec b) { return _mm512_div_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+static inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
+static inline float vmax_lane(vec a) { return _mm512_reduce_max_ps(a); }
+/* a where s is finite, else 0 */
+static inline vec vkeep(vec a, vec s) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s, vset1(-INFINITY), _CMP_NEQ_OQ), a); }
 static inline vec vclamp(vec a, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(a, vset1(lo)), vset1(hi)); }
 static inline vec vfloor(vec a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vec vpow2(vec n) { /* 2^n for whole n in float's exponent range */
@@ -46,6 +51,16 @@ static inline void vstore(float *out, vec a) { _mm256_storeu_ps(out, a); }
 static inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
 static inline vec vadd(vec a, vec b) { return _mm256_add_ps(a, b); }
 static inline vec vdiv(vec a, vec b) { return _mm256_div_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+static inline vec vmax(vec a, vec b) { return _mm256_max_ps(a, b); }
+static inline float vmax_lane(vec a) {
+    float v[8], best = -INFINITY;
+    _mm256_storeu_ps(v, a);
+    for (int i = 0; i < 8; i++) best = v[i] > best ? v[i] : best;
+    return best;
+}
+/* a where s is finite, else 0 */
+static inline vec vkeep(vec a, vec s) { return _mm256_and_ps(a, _mm256_cmp_ps(s, vset1(-INFINITY), _CMP_NEQ_OQ)); }
 static inline vec vclamp(vec a, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(a, vset1(lo)), vset1(hi)); }
 static inline vec vfloor(vec a) { return _mm256_floor_ps(a); }
 static inline vec vpow2(vec n) { /* 2^n for whole n in float's exponent range */
@@ -161,40 +176,119 @@ static inline float dot(const void *a, int64_t ai, const void *b, int64_t bi, in
     return vsum(acc);
 }
 
+/* One query's scores against the first ``columns`` keys (scaled; -inf where ``allowed`` is 0), four columns at a
+ * time: four dot products accumulate side by side and one reduce4 sums them (a horizontal sum a column cost as
+ * much as its multiply-adds). Blocks of four masked columns are skipped. */
+static void scores(const void *qkv, int64_t q, const void *keys, int64_t kv, int64_t d, int64_t columns,
+                   const int64_t *allowed, float scale, float *s, int bf16) {
+    int64_t c = 0;
+    for (; c + 4 <= columns; c += 4) {
+        if (!(allowed[c] | allowed[c + 1] | allowed[c + 2] | allowed[c + 3])) {
+            s[c] = s[c + 1] = s[c + 2] = s[c + 3] = -INFINITY;
+            continue;
+        }
+        vec a0 = vzero(), a1 = vzero(), a2 = vzero(), a3 = vzero();
+        for (int64_t i = 0; i < d; i += VW) {
+            vec qv = vload(qkv, bf16, q + i, d - i);
+            int64_t at = kv + c * d + i;
+            a0 = vfma(qv, vload(keys, bf16, at, d - i), a0);
+            a1 = vfma(qv, vload(keys, bf16, at + d, d - i), a1);
+            a2 = vfma(qv, vload(keys, bf16, at + 2 * d, d - i), a2);
+            a3 = vfma(qv, vload(keys, bf16, at + 3 * d, d - i), a3);
+        }
+        float four[4];
+        reduce4(a0, a1, a2, a3, four);
+        for (int t = 0; t < 4; t++) s[c + t] = allowed[c + t] ? four[t] * scale : -INFINITY;
+    }
+    for (; c < columns; c++) s[c] = allowed[c] ? dot(qkv, q, keys, kv + c * d, d, bf16) * scale : -INFINITY;
+}
+
+/* The softmax weights of scores s[0..columns) in place (0 at -inf), by the vectorized exp, padding s with -inf
+ * to a whole number of vectors; their sum. */
+static float softmax_weights(float *s, int64_t columns) {
+    int64_t padded = (columns + VW - 1) / VW * VW;
+    for (int64_t c = columns; c < padded; c++) s[c] = -INFINITY;
+    vec top = vset1(-INFINITY);
+    for (int64_t c = 0; c < padded; c += VW) top = vmax(top, vload(s, 0, c, VW));
+    vec best = vset1(vmax_lane(top)), total = vzero();
+    for (int64_t c = 0; c < padded; c += VW) {
+        vec v = vload(s, 0, c, VW), p = vkeep(vexp(vsub(v, best)), v);
+        vstore(s + c, p);
+        total = vadd(total, p);
+    }
+    return vsum(total);
+}
+
+#define GROUP_CHUNK 8 /* query heads of a kv head that attend together */
+
+/* The weighted sums of the values for n query heads sharing a kv head (grouped-query attention): each value
+ * vector is read once for all n, whose weights (softmax_weights') sit ``stride`` floats apart in w; n is a
+ * constant at each call (values_for's switch), so the sums stay in registers where they fit. */
+static inline __attribute__((always_inline)) void weighted_values(const void *values, int64_t kv, int64_t d,
+                                                                  int64_t columns, const float *w, int64_t stride,
+                                                                  float *acc, int bf16, const int n) {
+    int64_t vectors = (d + VW - 1) / VW;
+    vec sum[GROUP_CHUNK][256 / VW]; /* d <= 256 */
+    for (int j = 0; j < n; j++)
+        for (int64_t i = 0; i < vectors; i++) sum[j][i] = vzero();
+    for (int64_t c = 0; c < columns; c++) {
+        vec p[GROUP_CHUNK];
+        int any = 0;
+        for (int j = 0; j < n; j++) {
+            any |= w[j * stride + c] != 0.0f;
+            p[j] = vset1(w[j * stride + c]);
+        }
+        if (!any) continue; /* a masked column */
+        for (int64_t i = 0; i < vectors; i++) {
+            vec v = vload(values, bf16, kv + c * d + i * VW, d - i * VW);
+            for (int j = 0; j < n; j++) sum[j][i] = vfma(p[j], v, sum[j][i]);
+        }
+    }
+    for (int j = 0; j < n; j++)
+        for (int64_t i = 0; i < vectors; i++) vstore(acc + j * 256 + i * VW, sum[j][i]);
+}
+
+static void values_for(const void *values, int64_t kv, int64_t d, int64_t columns, const float *w, int64_t stride,
+                       float *acc, int bf16, int n) {
+    switch (n) {
+    case 1: weighted_values(values, kv, d, columns, w, stride, acc, bf16, 1); break;
+    case 2: weighted_values(values, kv, d, columns, w, stride, acc, bf16, 2); break;
+    case 3: weighted_values(values, kv, d, columns, w, stride, acc, bf16, 3); break;
+    case 4: weighted_values(values, kv, d, columns, w, stride, acc, bf16, 4); break;
+    default: weighted_values(values, kv, d, columns, w, stride, acc, bf16, n); break;
+    }
+}
+
 /* Each row's one query per head against the first ``columns`` columns of the cache where mask (rows x
  * mask_stride, nonzero: attend) allows; row r reads cache row ``row_of[r]`` (r when null); out: rows x heads*d.
- * Grouped-query heads share kv heads. Scores, softmax and the weighted sum in float32, the result rounded
- * once. scratch: at least ATTEND_SCRATCH(columns) floats. */
-#define ATTEND_SCRATCH(columns) ((columns) + 256)
+ * The query heads that share a kv head go through its keys, then its values, together (up to GROUP_CHUNK at a
+ * time), so that the keys are hot in cache for all of them and each value vector is read once. Scores, softmax
+ * (the vectorized exp of vexp) and the weighted sums in float32, each result rounded once. scratch: at least
+ * ATTEND_SCRATCH(columns) floats. */
+#define ATTEND_STRIDE(columns) ((columns) + 2 * VW)
+#define ATTEND_SCRATCH(columns) (GROUP_CHUNK * ATTEND_STRIDE(columns) + GROUP_CHUNK * 256)
 int64_t prover_attend_scratch(int64_t columns) { return ATTEND_SCRATCH(columns); }
 
 int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const void *keys,
                   const void *values, int64_t capacity, int64_t columns, const int64_t *mask, int64_t mask_stride,
                   const int64_t *row_of, float scale, void *out, float *scratch, int bf16) {
-    int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, vectors = (d + VW - 1) / VW;
-    float *acc = scratch + columns;
+    int64_t width = (heads + 2 * kv_heads) * d, group = heads / kv_heads, stride = ATTEND_STRIDE(columns);
+    float *acc = scratch + GROUP_CHUNK * stride, total[GROUP_CHUNK];
     if (d > 256) return -1;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t h = 0; h < heads; h++) {
-            int64_t g = h / group, kv = ((row_of ? row_of[r] : r) * kv_heads + g) * capacity * d;
-            float best = -INFINITY, total = 0.0f;
-            for (int64_t c = 0; c < columns; c++) {
-                scratch[c] = mask[r * mask_stride + c] ? dot(qkv, r * width + h * d, keys, kv + c * d, d, bf16) * scale
-                                                       : -INFINITY;
-                best = scratch[c] > best ? scratch[c] : best;
+        for (int64_t g = 0; g < kv_heads; g++) {
+            int64_t kv = ((row_of ? row_of[r] : r) * kv_heads + g) * capacity * d;
+            for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += GROUP_CHUNK) {
+                int n = (int)((g + 1) * group - h0 < GROUP_CHUNK ? (g + 1) * group - h0 : GROUP_CHUNK);
+                for (int j = 0; j < n; j++) {
+                    scores(qkv, r * width + (h0 + j) * d, keys, kv, d, columns, mask + r * mask_stride, scale,
+                           scratch + j * stride, bf16);
+                    total[j] = softmax_weights(scratch + j * stride, columns);
+                }
+                values_for(values, kv, d, columns, scratch, stride, acc, bf16, n);
+                for (int j = 0; j < n; j++)
+                    for (int64_t e = 0; e < d; e++) put(out, bf16, (r * heads + h0 + j) * d + e, acc[j * 256 + e] / total[j]);
             }
-            vec sum[256 / VW]; /* d <= 256 */
-            for (int64_t i = 0; i < vectors; i++) sum[i] = vzero();
-            for (int64_t c = 0; c < columns; c++) {
-                if (scratch[c] == -INFINITY) continue;
-                float p = expf(scratch[c] - best);
-                total += p;
-                vec pv = vset1(p);
-                for (int64_t i = 0; i < vectors; i++)
-                    sum[i] = vfma(pv, vload(values, bf16, kv + c * d + i * VW, d - i * VW), sum[i]);
-            }
-            for (int64_t i = 0; i < vectors; i++) vstore(acc + i * VW, sum[i]);
-            for (int64_t j = 0; j < d; j++) put(out, bf16, (r * heads + h) * d + j, acc[j] / total);
         }
     return 0;
 }
