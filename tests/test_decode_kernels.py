@@ -28,6 +28,21 @@ def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch
     return y + b.double() if b is not None else y
 
 
+@pytest.fixture(params=["native", "x86-64-v3"])
+def build(request, monkeypatch, tmp_path):
+    """The kernels as this CPU builds them, and as an AVX2 CPU does (x86-64-v3, whatever this one has beyond
+    it): every operation of the module goes through the build under test."""
+    if request.param != "native":
+        if not {"avx2", "fma"} <= set(kernels.cpu_flags().split()):
+            pytest.skip("this CPU runs no AVX2 code")
+        assert _built_for(request.param, tmp_path / "k.so", monkeypatch) is None
+        lib = kernels.open_library(tmp_path / "k.so")
+        monkeypatch.setattr(kernels, "load", lambda: (lib, None))
+        kernels.max_rows.cache_clear()
+    yield request.param
+    kernels.max_rows.cache_clear()
+
+
 @pytest.mark.parametrize("rows,k,n", SHAPES)
 @pytest.mark.parametrize("bias", [False, True])
 def test_float32_matches_the_definition(rows, k, n, bias):
@@ -55,7 +70,7 @@ def test_bfloat16_is_the_exact_sum_rounded_once(rows, k, n, bias):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_rows_product_does_not_depend_on_how_many_rows_share_the_call(dtype):
+def test_a_rows_product_does_not_depend_on_how_many_rows_share_the_call(build, dtype):
     """Each row's output is bit for bit the same whatever rows come with it (1 to max_rows, any position): the
     decode loop drops rows that have stopped, and the running rows' numbers must not move when it does. The
     n's leave every remainder of the passes' weight rows."""
@@ -70,7 +85,7 @@ def test_a_rows_product_does_not_depend_on_how_many_rows_share_the_call(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_some_rows_of_the_cache_rotate_store_and_attend_as_in_a_call_of_all(dtype):
+def test_some_rows_of_the_cache_rotate_store_and_attend_as_in_a_call_of_all(build, dtype):
     """rope_store and attend given some rows and the cache row of each (``cache_rows``) write and read those
     cache rows, and give each row bit for bit what a call with every row gives it (SmolLM2's heads: 9 query
     heads on 3 kv heads of 64)."""
@@ -102,6 +117,32 @@ def test_some_rows_of_the_cache_rotate_store_and_attend_as_in_a_call_of_all(dtyp
         assert torch.equal(k[some], k_all[some]) and torch.equal(v[some], v_all[some])
         others = [r for r in range(rows) if r not in some]
         assert torch.equal(k[others], keys[others]) and torch.equal(v[others], values[others])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_is_masked_softmax_attention_over_the_cache(build, dtype):
+    """attend against its definition in float64: each query head h of a row against its kv head h // (heads /
+    kv_heads), scores q.k * scale where the mask allows, softmax, the weighted sum of the values. Odd sizes (a
+    head of 40, 23 columns, 5 query heads a kv head) reach every remainder of the loops; the masked columns
+    include a run of five."""
+    rows, heads, kv_heads, d, capacity, columns = 2, 10, 2, 40, 30, 23
+    g = torch.Generator().manual_seed(7)
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * d, generator=g).to(dtype)
+    keys = torch.randn(rows, kv_heads, capacity, d, generator=g).to(dtype)
+    values = torch.randn(rows, kv_heads, capacity, d, generator=g).to(dtype)
+    mask = torch.ones(rows, columns, dtype=torch.int64)
+    mask[0, 3:8] = 0
+    mask[1, 0] = mask[1, 13] = 0
+    out = qkv.new_empty((rows, heads * d))
+    kernels.attend(qkv, heads, keys, values, columns, mask, d ** -0.5, out, kernels.attend_scratch(columns))
+    q = qkv[:, :heads * d].double().view(rows, heads, d)
+    k = keys[:, :, :columns].double().repeat_interleave(heads // kv_heads, dim=1)
+    v = values[:, :, :columns].double().repeat_interleave(heads // kv_heads, dim=1)
+    scores = (q[:, :, None, :] * k).sum(-1) * d ** -0.5
+    scores = scores.masked_fill(mask[:, None, :] == 0, float("-inf"))
+    expected = (scores.softmax(-1)[..., None] * v).sum(-2).reshape(rows, heads * d)
+    tol = 2.0 ** -8 if dtype == torch.bfloat16 else 1e-6  # one rounding of the result; float32 sums
+    assert ((out.double() - expected).abs() <= expected.abs() * tol + 1e-5).all()
 
 
 def test_a_strided_input_and_leading_dimensions():

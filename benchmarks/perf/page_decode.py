@@ -10,6 +10,7 @@ TITLE = "## Decoding against the memory limit"
 OFF = "prover, transformers forward"  # decode_vs_llama's side with the engine's decode levers off
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 AVX2 = ", on a CPU without AVX-512"  # the second CPU's tables (bandwidth-avx2.json, decode-vs-llama-avx2.json)
+NO_AMX = ", on a CPU with AVX512-BF16 and no AMX"  # a third CPU's step ratio (step-ratio-<case>-noamx.json)
 STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
               "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
 
@@ -150,11 +151,31 @@ def kernel_rows_lines(res: dict) -> list[str]:
     return lines
 
 
+def stopped_rows_lines(res: dict) -> list[str]:
+    """Stopped rows left out of the decode step against fed pads (stopped_rows.py), on the CPU it names."""
+    lines = ["", "### Rows that stopped, left out of the decode step", "",
+             f"`python -m benchmarks.perf.stopped_rows`: one turn of {res['rows']} SmolLM2-135M-Instruct chats, "
+             f"each {res['context']} tokens already in the KV cache, rows stopping after "
+             f"{min(next(iter(res['dtypes'].values()))['lengths'])} to "
+             f"{max(next(iter(res['dtypes'].values()))['lengths'])} new tokens, spread evenly; {res['threads']} "
+             "thread, best of the rounds by CPU seconds, the two sides interleaved. `fed` feeds stopped rows pads "
+             "until the last row stops, as `generate` does; `left out` is the engine's loop. Row-step share: the "
+             "generated tokens over rows x steps.", "",
+             "| weights | left out (s) | fed (s) | fed / left out | row-step share |", "|---|---|---|---|---|"]
+    for name, r in res["dtypes"].items():
+        lines.append(f"| {name} | {r['best']['dropped']:.2f} | {r['best']['fed']:.2f} | "
+                     f"{r['ratio_fed_over_dropped']:.2f}x | {r['row_step_share']:.2f} |")
+    lines += ["", cpu_line(res["cpu_info"]) + f" Kernels built for {res['gemv_isa']}; measured {res['measured']}, "
+              f"load average {res['load_start'][0]:.1f} at the start and {res['load_end'][0]:.1f} at the end."]
+    return lines
+
+
 def step_results(results: dict) -> list[tuple[str, dict]]:
     """Each step ratio measured, labelled by case, precision and (for the second CPU's) ``AVX2``."""
     out = []
     for case, label in STEP_CASES.items():
-        for key, where in ((f"step-ratio-{case}", ""), (f"step-ratio-{case}-avx2", AVX2)):
+        for key, where in ((f"step-ratio-{case}", ""), (f"step-ratio-{case}-noamx", NO_AMX),
+                           (f"step-ratio-{case}-avx2", AVX2)):
             res = results.get(key)
             if res is not None:
                 precision = "float32" if "model.engine_dtype=float32" in res["command"] else "bfloat16"
@@ -231,6 +252,9 @@ def section(results: dict) -> list[str]:
         lines += decode_lines(results["decode-vs-llama-avx2"], results.get("bandwidth-avx2"), AVX2)
     if "kernel-rows" in results:
         lines += kernel_rows_lines(results["kernel-rows"])
+    for isa in ("avx512bf16", "avx512", "avx2"):  # stopped_rows.py names its file by the kernels' build
+        if f"stopped-rows-{isa}" in results:
+            lines += stopped_rows_lines(results[f"stopped-rows-{isa}"])
     if step_results(results):
         lines += step_lines(results)
     if "logprob-match" in results:

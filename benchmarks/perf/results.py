@@ -18,10 +18,12 @@ RESULTS = ROOT / "benchmarks" / "results" / "perf"
 # the sections that benchmarks.perf.run measures, in the order it runs them
 SECTIONS = ("main", "verify", "overhead", "envs", "credit", "limits", "prefix", "cell", "later-cell")
 # results/perf/<name>.json that other modules of benchmarks.perf write (main_job_recipes, sft_levers, the
-# real-model scripts, bandwidth, kernel_rows, decode_vs_llama, step_ratio, logprob_match, learner_limit, learner_levers)
+# real-model scripts, bandwidth, kernel_rows, decode_vs_llama, step_ratio, logprob_match, learner_limit, learner_levers,
+# stopped_rows)
 OTHER_PERF = ("recipes", "sft_levers", "chat-step", "bf16", "branch-prefill", "bandwidth", "decode-vs-llama",
               "step-ratio-alfworld", "step-ratio-pivot2", "logprob-match", "learner-limit",
-              "learner-levers", "kernel-rows", "bandwidth-avx2", "decode-vs-llama-avx2", "step-ratio-alfworld-avx2")
+              "learner-levers", "kernel-rows", "bandwidth-avx2", "decode-vs-llama-avx2", "step-ratio-alfworld-avx2",
+              "step-ratio-alfworld-noamx", "stopped-rows-avx512bf16", "stopped-rows-avx512", "stopped-rows-avx2")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks.perf.async_rollout
 KV_CACHE = ROOT / "benchmarks" / "results" / "kv_cache.json"  # benchmarks.perf.kv_cache
 LEARNER_SEQUENCES = ROOT / "benchmarks" / "results" / "learner_sequences.json"  # benchmarks.perf.learner_sequences

@@ -128,10 +128,10 @@ def main(argv: list[str] | None = None) -> None:
         args.model = str(convert()[0])
     library = kernels.load()[0]
     isa = kernels.ISA_NAMES[library.prover_gemv_isa()] if library else "torch"
+    start = {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": os.getloadavg()}
+    dtypes = {dtype: measure_dtype(args.model, dtype, args) for dtype in args.dtypes.split(",")}
     res = {"model": args.model, "rows": args.rows, "context": args.context, "threads": args.threads,
-           "gemv_isa": isa, "cpu_info": cpu(), "load_average": os.getloadavg(),
-           "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "dtypes": {dtype: measure_dtype(args.model, dtype, args) for dtype in args.dtypes.split(",")}}
+           "gemv_isa": isa, "cpu_info": cpu(), **start, "load_end": os.getloadavg(), "dtypes": dtypes}
     out = Path(args.out or (Path(tempfile.mkdtemp()) / "stopped-rows.json" if args.smoke
                             else RESULTS / f"stopped-rows-{isa.lower().replace('-', '')}.json"))
     out.parent.mkdir(parents=True, exist_ok=True)

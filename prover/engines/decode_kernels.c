@@ -159,10 +159,13 @@ static inline __attribute__((always_inline)) __m256 widen8(const uint16_t *h) { 
 #define WIDE_NB 8
 #define NARROW_NB 2
 
+/* The lane sum of a by the tree of adds that reduce4 makes of each of its inputs, so that a row's product does
+ * not depend on the pass's shape (8 x 1 or 8 x 2 passes at one or two rows of x, 2 x 4 at more), nor so on how
+ * many rows share the call: the decode loop drops rows that have stopped. */
 static inline __attribute__((always_inline)) float hsum8(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+    __m256 pairs = _mm256_hadd_ps(a, a);
+    __m256 quads = _mm256_hadd_ps(pairs, pairs);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(quads), _mm256_extractf128_ps(quads, 1)));
 }
 
 static inline __attribute__((always_inline)) void reduce4(__m256 a, __m256 b, __m256 c, __m256 d, float *out) {

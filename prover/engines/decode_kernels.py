@@ -7,10 +7,11 @@ each weight once per call, prefetching the next rows, and accumulates in float32
 (``prover.engines.fused_step``), each one C call where torch dispatches several operations from Python;
 ``layers_step`` makes all of them, for every layer, in one call.
 
-The C file is compiled here, for this CPU (``cc -O3 -march=native``), into the ``kernels`` folder of
-prover's cache (``$PROVER_CACHE``, ``~/.cache/prover`` by default) under a name that holds the source's digest
-and the CPU's flags, so a changed source or another CPU builds its own. No C compiler, a CPU without AVX-512
-or AVX2 with FMA, or an unwritable cache folder: no build, ``load`` says why, and every operation stays torch's.
+The C file is compiled here, for this CPU (``cc -O3 -march=native -ffp-contract=off``), into the ``kernels``
+folder of prover's cache (``$PROVER_CACHE``, ``~/.cache/prover`` by default) under a name that holds the
+source's digest, the flags and the CPU's flags, so a changed source or another CPU builds its own. No C
+compiler, a CPU without AVX-512 or AVX2 with FMA, or an unwritable cache folder: no build, ``load`` says why,
+and every operation stays torch's.
 
 ``install(model)`` routes the engine's own copy of the policy through ``linear``: each ``nn.Linear`` takes
 the kernel when its input has at most ``max_rows(dtype)`` rows, on CPU, under no_grad, and torch otherwise
