@@ -147,7 +147,7 @@ def _rows_of_the_file(picked: object, file_tree: dict) -> object:
     listed = file_tree.get("methods")
     if not isinstance(picked, list) or not isinstance(listed, list):
         return picked
-    by_name = {}
+    by_name: dict[str, dict] = {}
     for row in listed:
         spec = row if isinstance(row, dict) else {"name": row}
         by_name.setdefault(str(spec.get("label") or spec.get("name")), spec)
