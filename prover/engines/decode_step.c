@@ -27,7 +27,9 @@ static inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
 static inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
 static inline float vmax_lane(vec a) { return _mm512_reduce_max_ps(a); }
 /* a where s is finite, else 0 */
-static inline vec vkeep(vec a, vec s) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s, vset1(-INFINITY), _CMP_NEQ_OQ), a); }
+static inline vec vkeep(vec a, vec s) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s, vset1(-INFINITY), _CMP_NEQ_OQ), a);
+}
 static inline vec vclamp(vec a, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(a, vset1(lo)), vset1(hi)); }
 static inline vec vfloor(vec a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vec vpow2(vec n) { /* 2^n for whole n in float's exponent range */
@@ -60,7 +62,9 @@ static inline float vmax_lane(vec a) {
     return best;
 }
 /* a where s is finite, else 0 */
-static inline vec vkeep(vec a, vec s) { return _mm256_and_ps(a, _mm256_cmp_ps(s, vset1(-INFINITY), _CMP_NEQ_OQ)); }
+static inline vec vkeep(vec a, vec s) {
+    return _mm256_and_ps(a, _mm256_cmp_ps(s, vset1(-INFINITY), _CMP_NEQ_OQ));
+}
 static inline vec vclamp(vec a, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(a, vset1(lo)), vset1(hi)); }
 static inline vec vfloor(vec a) { return _mm256_floor_ps(a); }
 static inline vec vpow2(vec n) { /* 2^n for whole n in float's exponent range */
@@ -287,7 +291,8 @@ int prover_attend(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads
                 }
                 values_for(values, kv, d, columns, scratch, stride, acc, bf16, n);
                 for (int j = 0; j < n; j++)
-                    for (int64_t e = 0; e < d; e++) put(out, bf16, (r * heads + h0 + j) * d + e, acc[j * 256 + e] / total[j]);
+                    for (int64_t e = 0; e < d; e++)
+                        put(out, bf16, (r * heads + h0 + j) * d + e, acc[j * 256 + e] / total[j]);
             }
         }
     return 0;
