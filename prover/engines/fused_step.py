@@ -165,7 +165,7 @@ class FusedStep:
         """``ids`` and ``positions`` (rows, 1); ``mask`` (rows, columns) over every column so far, the new one
         last; ``cache_layers`` the cache's ``ReservedLayer``s, one a layer; ``cache_rows`` (int64, one a row;
         only where ``takes_rows``) the cache row each row is, when the step runs some rows of the cache only."""
-        if self.in_c and c_ready(ids, mask, cache_layers):
+        if self.takes_rows(ids, mask, cache_layers):
             if self.pointers is not None and kernels.covers(self.layers[0].qkv, ids.shape[0]):
                 return self._layers_in_c(ids, mask, positions, cache_layers, cache_rows)
             return self._in_c(ids, mask, positions, cache_layers, cache_rows)
