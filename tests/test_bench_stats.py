@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prover.bench import stats, timing
+from prover.bench import runner, stats, timing
 from prover.bench.matrix import BenchConfig, Plan, load_bench_config, plan
 from prover.bench.runner import precision_notes, write_reports
 from prover.bench.tables import collect, table1, table3
@@ -212,6 +212,38 @@ def test_the_tables_rebuild_from_the_archived_cells_alone(tmp_path):
     write_reports(again, "prover bench", echo=lambda s: None)
     assert (tmp_path / "out" / "table1.csv").read_text() == first
     assert sum(1 for f in archive.rglob("*") if f.is_file()) == 6  # nothing copied onto itself
+
+
+def test_a_fresh_bench_folder_takes_committed_cells_and_archives_new_ones_as_they_finish(tmp_path, monkeypatch):
+    """On another machine (an empty bench folder) a cell the archive holds finished under the same settings is
+    taken from it, not trained; a stale or unfinished archived record is not; a cell trained here is archived as
+    soon as it finishes, before any report."""
+    p = _plan(tmp_path, ["grpo", "gigpo", "spo-chain"], [0])
+    archive = plan(p.bench.model_copy(update={"dir": str(tmp_path / "out")}))
+    _write_cell(archive, "grpo", 0, {0: 0.25, 4: 0.5})
+    _write_cell(archive, "gigpo", 0, {0: 0.25, 4: 0.75})
+    stale = next(c for c in archive.cells if c.method.row == "gigpo")
+    (stale.dir / "cell.json").write_text(json.dumps({"key": "other-settings"}) + "\n")
+    _write_cell(archive, "spo-chain", 0, {0: 0.25}, finished=False)
+    trained = []
+
+    def fake_train(cell, head, bench, verbose, echo, on_first_step=None):
+        trained.append(cell.method.row)
+        _write_cell(p, cell.method.row, cell.seed, {0: 0.25, 4: 1.0})
+        return f"{head}: done"
+    monkeypatch.setattr(runner, "run_cell", fake_train)
+    lines: list[str] = []
+    outcome = runner.run_plan(p, echo=lines.append)
+    assert trained == ["gigpo", "spo-chain"] and outcome.skipped == [f"{ENV} · grpo · seed 0"]
+    assert any("grpo · seed 0: finished earlier" in ln and "its record taken from" in ln for ln in lines)
+    mine = next(c for c in p.cells if c.method.row == "grpo").dir
+    assert (mine / "metrics.jsonl").read_text() == (tmp_path / "out" / "cells" / ENV / "grpo" / "seed-0" /
+                                                    "metrics.jsonl").read_text()
+    for row in ("gigpo", "spo-chain"):  # archived at once: the trained record replaced the stale and unfinished ones
+        assert json.loads((tmp_path / "out" / "cells" / ENV / row / "seed-0" / "metrics.jsonl").read_text()
+                          .splitlines()[-1])["eval/success"] == 1.0
+    # a second run finds everything finished and trains nothing
+    assert runner.run_plan(p, echo=lines.append).trained == [] and trained == ["gigpo", "spo-chain"]
 
 
 # -- Table 3: the judges against the ground truth -----------------------------------------------------------

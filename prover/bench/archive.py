@@ -8,37 +8,63 @@ yet run, on the machine that ran the others). So
 
     prover bench --config <matrix> --regen-only dir=<out>
 
-rebuilds results.md and the CSVs from the archive alone, on any machine.
+rebuilds results.md and the CSVs from the archive alone, on any machine. A cell is archived as soon as it
+finishes (``archive_cell``), so it can be committed while the others train; and a bench folder that lacks a cell
+the archive holds finished under the same settings takes the archive's record (``restore_cell``): the same
+command on a fresh clone, or on another machine, trains only what nobody has committed.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from prover.bench.headline import pilot_plan
-from prover.bench.matrix import Plan, cell_folder
-from prover.bench.tables import CELL_FILE, is_finished
+from prover.bench.matrix import BenchConfig, Cell, Plan, cell_folder
+from prover.bench.tables import CELL_FILE, is_finished, read_history
 
 ARCHIVED = (CELL_FILE, "metrics.jsonl")  # the settings key, and every number a table reads
+
+
+def _archived(cell: Cell, bench: BenchConfig) -> Path:
+    into = bench.model_copy(update={"dir": str(bench.out_dir)})
+    return cell_folder(into, cell.env, cell.method.row, cell.seed)
+
+
+def _in_place(bench: BenchConfig) -> bool:
+    """The bench folder is the out folder (a rebuild from the archive): nothing to copy either way."""
+    return Path(bench.dir).resolve() == bench.out_dir.resolve()
+
+
+def archive_cell(cell: Cell, bench: BenchConfig) -> Path | None:
+    """Copy a finished cell's records into ``<out>/cells``; the folder written, or None."""
+    if _in_place(bench) or not is_finished(cell):
+        return None
+    dest = _archived(cell, bench)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ARCHIVED:
+        shutil.copyfile(cell.dir / name, dest / name)
+    return dest
+
+
+def restore_cell(cell: Cell, bench: BenchConfig) -> bool:
+    """Copy the archive's record of ``cell`` into the bench folder when the folder has no history of it and the
+    archive holds it finished under the same settings; True when it did."""
+    if _in_place(bench) or read_history(cell.dir) or (cell.dir / CELL_FILE).exists():
+        return False
+    source = _archived(cell, bench)
+    if not is_finished(replace(cell, dir=source)):
+        return False
+    cell.dir.mkdir(parents=True, exist_ok=True)
+    for name in ARCHIVED:
+        shutil.copyfile(source / name, cell.dir / name)
+    return True
 
 
 def archive_cells(plan: Plan) -> list[Path]:
     """Copy the finished cells' records into ``<out>/cells``; the folders written (none when the bench folder
     is the out folder, as in a rebuild from the archive)."""
-    bench = plan.bench
-    if Path(bench.dir).resolve() == bench.out_dir.resolve():
-        return []
-    into = bench.model_copy(update={"dir": str(bench.out_dir)})
     # the pilot cells too: the power section of a rebuild reads them
-    pilot = pilot_plan(bench).cells if bench.power else []
-    written = []
-    for cell in [*plan.cells, *pilot]:
-        if not is_finished(cell):
-            continue
-        dest = cell_folder(into, cell.env, cell.method.row, cell.seed)
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in ARCHIVED:
-            shutil.copyfile(cell.dir / name, dest / name)
-        written.append(dest)
-    return written
+    pilot = pilot_plan(plan.bench).cells if plan.bench.power else []
+    return [dest for cell in [*plan.cells, *pilot] if (dest := archive_cell(cell, plan.bench)) is not None]

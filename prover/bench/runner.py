@@ -3,6 +3,9 @@
 A cell is a normal run folder. Before it trains, ``cell.json`` records the hash of its settings; a cell
 whose settings hash matches and whose metrics hold the final evaluation is finished and skipped. An
 unfinished cell resumes from its last checkpoint, or restarts when it has none or its settings changed.
+A finished cell is archived under ``<out>/cells`` at once, and a bench folder that lacks a cell takes the
+archive's record when it is finished under the same settings (``archive.py``): cells committed on one machine
+are not trained again on another.
 Every method of one (env, seed) (or, with ``share_warmstart: env``, every cell of an env) starts from
 one warm-started policy, built once under ``<dir>/shared/<env>/seed-<s>`` (``prover.policy`` names it
 by a hash of the settings that shape it, so a method that changes one of them gets its own).
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from prover.bench import plots, stats, timing
-from prover.bench.archive import archive_cells
+from prover.bench.archive import archive_cell, archive_cells, restore_cell
 from prover.bench.forest import forest_markdown, write_forest
 from prover.bench.headline import headline_markdown
 from prover.bench.matrix import BenchConfig, Cell, Plan, warmstart_folder
@@ -180,13 +183,16 @@ def run_plan(plan: Plan, echo: Echo = print, verbose: bool = False) -> Outcome:
             outcome.busy.append(cell.name)
             continue
         try:
-            if (line := _finished_line(cell, head)) is not None:  # by the process that held it a moment ago
-                echo(line)
+            # finished by the process that held it a moment ago, or by anyone who committed its record
+            restored = restore_cell(cell, plan.bench)
+            if (line := _finished_line(cell, head)) is not None:
+                echo(line + (f" (its record taken from {plan.bench.out_dir / 'cells'})" if restored else ""))
                 outcome.skipped.append(cell.name)
                 continue
             guess = None if timing.estimate(plan).measured else (
                 lambda seconds, rest=plan.cells[i - 1:]: echo(timing.first_step_line(plan, rest, seconds)))
             echo(run_cell(cell, head, plan.bench, verbose, echo, guess))
+            archive_cell(cell, plan.bench)  # committable now, while the other cells train
             outcome.trained.append(cell.name)
         except ProverError as exc:
             echo(f"{head}: failed: {exc}")
