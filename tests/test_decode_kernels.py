@@ -164,6 +164,23 @@ def test_torch_keeps_what_the_kernels_do_not_take():
     assert kernels.linear(torch.randn(2, 16), w.t().contiguous().t(), None) is None  # a transposed weight
 
 
+@pytest.mark.parametrize("isa, flags, bf16_rows", [
+    (2, "avx512f avx512_bf16 amx_bf16 amx_tile", 4),  # a Xeon: oneDNN's AMX tiles win from 8 rows
+    (2, "avx512f avx512_bf16", 16),  # a Zen 4: no tiles, the kernel wins at 8 and 16 rows
+    (1, "avx512f", 4), (0, "avx2 fma", 16)])
+def test_bfloat16_rows_the_kernel_takes_follow_amx(monkeypatch, isa, flags, bf16_rows):
+    class Build:
+        def prover_gemv_isa(self) -> int:
+            return isa
+    monkeypatch.setattr(kernels, "load", lambda: (Build(), None))
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: flags)
+    kernels.max_rows.cache_clear()
+    try:
+        assert (kernels.max_rows(torch.bfloat16), kernels.max_rows(torch.float32)) == (bf16_rows, 16)
+    finally:
+        kernels.max_rows.cache_clear()
+
+
 def test_installed_layers_use_it_without_grad_only():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.Linear(24, 8, bias=False))

@@ -10,7 +10,7 @@ TITLE = "## Decoding against the memory limit"
 OFF = "prover, transformers forward"  # decode_vs_llama's side with the engine's decode levers off
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 AVX2 = ", on a CPU without AVX-512"  # the second CPU's tables (bandwidth-avx2.json, decode-vs-llama-avx2.json)
-NO_AMX = ", on a CPU with AVX512-BF16 and no AMX"  # a third CPU's step ratio (step-ratio-<case>-noamx.json)
+NO_AMX = ", on a CPU with AVX512-BF16 and no AMX"  # a third CPU's (step-ratio-<case>-noamx.json, decode-vs-llama-noamx)
 STEP_CASES = {"alfworld": "SmolLM2-135M-Instruct (Q4_1, dequantized) on alfworld-sim",
               "pivot2": "Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M, dequantized) on two-rack pivot-sim"}
 
@@ -91,6 +91,11 @@ def decode_reading(res: dict) -> str:
                 "layer. Without bfloat16 instructions the engine's kernel widens bfloat16 weights to float32 in "
                 "registers (half the bytes to read, at about four fifths of the float32 byte rate) up to the rows "
                 "`MAX_ROWS` allows; past it torch's products convert bfloat16 in software.")
+    flags = res.get("cpu_info", {}).get("flags", {})
+    if "cpu_info" in res and not flags.get("amx_bf16"):
+        return (reading + " Without AMX, oneDNN has no tiles for bfloat16 either, and the kernels take bfloat16 "
+                "steps up to 16 rows (`NO_AMX_BF16_ROWS`). At one or two rows a product reads its matrix as one "
+                "sequential stream, without software prefetches, which the hardware prefetcher follows best.")
     return (reading + " At batch 8 and 16 a bfloat16 step is bound by arithmetic, and torch's products (oneDNN, "
             "AMX) take over from the kernels there.")
 
@@ -123,6 +128,8 @@ def decode_lines(res: dict, bandwidth: dict | None, where: str = "") -> list[str
               "products, side by side in the same rounds. " + decode_reading(res)]
     if "cpu_info" in res:
         lines += ["", cpu_line(res["cpu_info"])]
+    if "provenance" in res:
+        lines += ["", f"> {res['provenance']}"]
     return lines
 
 
@@ -250,6 +257,8 @@ def section(results: dict) -> list[str]:
         lines += bandwidth_lines(results["bandwidth-avx2"], AVX2)
     if "decode-vs-llama-avx2" in results:
         lines += decode_lines(results["decode-vs-llama-avx2"], results.get("bandwidth-avx2"), AVX2)
+    if "decode-vs-llama-noamx" in results:
+        lines += decode_lines(results["decode-vs-llama-noamx"], results.get("bandwidth-noamx"), NO_AMX)
     if "kernel-rows" in results:
         lines += kernel_rows_lines(results["kernel-rows"])
     for isa in ("avx512bf16", "avx512", "avx2"):  # stopped_rows.py names its file by the kernels' build
@@ -269,7 +278,7 @@ def summary_rows(results: dict) -> list[str]:
         read = results["bandwidth"]["stream"]["gb_per_s"]["read"]
         rows.append(f"| the limit of a decode step: memory read bandwidth, 1 thread; 2 threads | {read['1']:.1f} GB/s; "
                     f"{read.get('2', float('nan')):.1f} GB/s |")
-    for name, where in (("decode-vs-llama", ""), ("decode-vs-llama-avx2", AVX2)):
+    for name, where in (("decode-vs-llama", ""), ("decode-vs-llama-avx2", AVX2), ("decode-vs-llama-noamx", NO_AMX)):
         if name not in results:
             continue
         best = results[name]["best"]

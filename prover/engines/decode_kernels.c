@@ -40,13 +40,13 @@ static inline __attribute__((always_inline)) __m512 widen(__m256i h) { /* 16 bfl
 }
 
 /* A pass takes nb weight rows (read from memory once, used for every row of x) against mb rows of x, in nb x
- * mb float32 accumulators: 8 x 1 or 8 x 2 for one or two rows of x (eight streams keep the memory busy), 4 x 4
- * for more. While it runs, the next nb rows are prefetched: the hardware prefetcher alone reaches about
- * three quarters of the bandwidth. */
-#define NB 8
+ * mb float32 accumulators: 1 x 1 or 1 x 2 for one or two rows of x, 4 x 4 for more. At one or two rows a
+ * product is a read of the matrix from start to end, one sequential stream that the hardware prefetcher
+ * follows best: on an AMD Zen 4 it streamed 1.4-2.3x the GB/s of eight rows at once with the next eight
+ * prefetched. At more rows, a pass prefetches the next nb rows while it runs, which measured faster there. */
+#define NB 4
 #define MB 4
-#define WIDE_NB 8 /* weight rows a pass at one or two rows of x */
-#define NARROW_NB 4 /* and at more */
+#define NARROW_NB 4 /* weight rows a pass at three rows of x or more */
 
 /* The lane sums of a, b, c and d into out[0..3]: three levels of adds over shuffled halves, a third of the
  * instructions of four separate reductions (at 8 or 16 rows of x they were the loop's largest cost). */
@@ -59,11 +59,21 @@ static inline __attribute__((always_inline)) void reduce4(__m512 a, __m512 b, __
     _mm_storeu_ps(out, _mm512_castps512_ps128(r));
 }
 
+/* The lane sum of a by the tree of adds reduce4 makes of each input, so that a row's product does not depend
+ * on the pass it was in (one weight row at one or two rows of x, four at more). */
+static inline __attribute__((always_inline)) float reduce1(__m512 a) {
+    __m512 t = _mm512_add_ps(a, _mm512_shuffle_ps(a, a, 0x4E));  /* per 128 bits: x0 + x2, x1 + x3 */
+    t = _mm512_add_ps(t, _mm512_shuffle_ps(t, t, 0xB1));          /* (x0 + x2) + (x1 + x3) */
+    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0x4E));       /* 128-bit lanes 0 + 2, 1 + 3 */
+    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1));       /* (0 + 2) + (1 + 3) */
+    return _mm512_cvtss_f32(t);
+}
+
 static inline __attribute__((always_inline)) void store_sums(__m512 acc[NB][MB], float *out, int nb, int mb) {
     for (int i = 0; i < mb; i++) {
         int j = 0;
         for (; j + 4 <= nb; j += 4) reduce4(acc[j][i], acc[j + 1][i], acc[j + 2][i], acc[j + 3][i], out + i * NB + j);
-        for (; j < nb; j++) out[i * NB + j] = _mm512_reduce_add_ps(acc[j][i]);
+        for (; j < nb; j++) out[i * NB + j] = reduce1(acc[j][i]);
     }
 }
 
@@ -79,7 +89,7 @@ static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, 
         __m512i wv[NB];
         for (int j = 0; j < nb; j++) {
             wv[j] = _mm512_loadu_si512((const void *)(w + j * k + kk));
-            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+            if (nb > 1) _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
         }
         for (int i = 0; i < mb; i++) {
             __m512i xv = _mm512_loadu_si512((const void *)(x + i * ldx + kk));
@@ -112,7 +122,7 @@ static inline __attribute__((always_inline)) void block_f32(const float *w, cons
         __m512 wv[NB];
         for (int j = 0; j < nb; j++) {
             wv[j] = _mm512_maskz_loadu_ps(mask, w + j * k + kk);
-            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+            if (nb > 1) _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
         }
         for (int i = 0; i < mb; i++) {
             __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + kk);
@@ -134,7 +144,7 @@ static inline __attribute__((always_inline)) void block_bf16(const uint16_t *w, 
         __m512 wv[NB];
         for (int j = 0; j < nb; j++) {
             wv[j] = widen(_mm256_maskz_loadu_epi16(mask, (const void *)(w + j * k + kk)));
-            _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
+            if (nb > 1) _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);
         }
         for (int i = 0; i < mb; i++) {
             __m512 xv = widen(_mm256_maskz_loadu_epi16(mask, (const void *)(x + i * ldx + kk)));
@@ -151,17 +161,16 @@ static inline __attribute__((always_inline)) __m256 widen8(const uint16_t *h) { 
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
 }
 
-/* A pass takes nb weight rows against mb rows of x: 8 x 1 or 8 x 2, as with AVX-512 (eight streams measured
- * faster than four at one or two rows on an AVX2 EPYC, though 8 x 2 accumulators and their weight vectors spill
- * some of the 16 registers), 2 x 4 for more rows, which fits them. The last k % 8 columns are summed one by one. */
-#define NB 8
+/* A pass takes nb weight rows against mb rows of x: 1 x 1 or 1 x 2, one sequential stream as with AVX-512
+ * (this build on a Zen 4 streamed 1.2-1.7x the GB/s of eight rows with prefetches), 2 x 4 for more rows, which
+ * fits the 16 registers. The last k % 8 columns are summed one by one. */
+#define NB 2
 #define MB 4
-#define WIDE_NB 8
 #define NARROW_NB 2
 
 /* The lane sum of a by the tree of adds that reduce4 makes of each of its inputs, so that a row's product does
- * not depend on the pass's shape (8 x 1 or 8 x 2 passes at one or two rows of x, 2 x 4 at more), nor so on how
- * many rows share the call: the decode loop drops rows that have stopped. */
+ * not depend on the pass's shape (one weight row at one or two rows of x, two at more), nor so on how many rows
+ * share the call: the decode loop drops rows that have stopped. */
 static inline __attribute__((always_inline)) float hsum8(__m256 a) {
     __m256 pairs = _mm256_hadd_ps(a, a);
     __m256 quads = _mm256_hadd_ps(pairs, pairs);
@@ -176,7 +185,8 @@ static inline __attribute__((always_inline)) void reduce4(__m256 a, __m256 b, __
 static inline __attribute__((always_inline)) void store_sums(__m256 acc[NB][MB], float *out, int nb, int mb) {
     for (int i = 0; i < mb; i++) {
         int j = 0;
-        for (; j + 4 <= nb; j += 4) reduce4(acc[j][i], acc[j + 1][i], acc[j + 2][i], acc[j + 3][i], out + i * NB + j);
+        for (; NB >= 4 && j + 4 <= nb; j += 4) /* passes of at most NB = 2 weight rows here: never taken */
+            reduce4(acc[j][i], acc[j + 1][i], acc[j + 2][i], acc[j + 3][i], out + i * NB + j);
         for (; j < nb; j++) out[i * NB + j] = hsum8(acc[j][i]);
     }
 }
@@ -192,7 +202,7 @@ static inline __attribute__((always_inline)) void store_sums(__m256 acc[NB][MB],
             __m256 wv[NB];                                                                                     \
             for (int j = 0; j < nb; j++) {                                                                     \
                 wv[j] = LOADW(w + j * k + kk);                                                                 \
-                _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);                              \
+                if (nb > 1) _mm_prefetch((const char *)(w + (j + nb) * k + kk), _MM_HINT_T0);                  \
             }                                                                                                  \
             for (int i = 0; i < mb; i++) {                                                                     \
                 __m256 xv = LOADX(x + i * ldx + kk);                                                           \
@@ -215,14 +225,14 @@ AVX2_BLOCK(block_bf16, uint16_t, widen8, widen8, bf16_to_f32)
  * accumulators in registers. */
 #define DISPATCH(fn, w, x, out, k, ldx, nb, mb)                                                                  \
     switch ((nb) * 8 + (mb)) {                                                                                 \
-    case WIDE_NB * 8 + 1: fn(w, x, out, k, ldx, WIDE_NB, 1); break;                                            \
-    case WIDE_NB * 8 + 2: fn(w, x, out, k, ldx, WIDE_NB, 2); break;                                            \
+    case 1 * 8 + 1: fn(w, x, out, k, ldx, 1, 1); break;                                                        \
+    case 1 * 8 + 2: fn(w, x, out, k, ldx, 1, 2); break;                                                        \
     case NARROW_NB * 8 + 4: fn(w, x, out, k, ldx, NARROW_NB, 4); break;                                        \
     case NARROW_NB * 8 + 3: fn(w, x, out, k, ldx, NARROW_NB, 3); break;                                        \
     default: fn(w, x, out, k, ldx, nb, mb); break; /* the last weight rows of a matrix, n % nb of them */       \
     }
 
-static inline int rows_per_pass(int64_t m) { return m <= 2 ? WIDE_NB : NARROW_NB; }
+static inline int rows_per_pass(int64_t m) { return m <= 2 ? 1 : NARROW_NB; }
 static inline int x_rows_per_pass(int64_t m) { return m <= 2 ? 2 : 4; }
 
 static inline float bias_at(const void *bias, int bf16, int64_t i) {

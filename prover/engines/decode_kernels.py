@@ -45,10 +45,13 @@ COMPILE_TIMEOUT_S = 120
 # SmolLM2-135M's decode shapes at 1 thread (benchmarks/perf/kernel_rows.py). AVX512-BF16 (a Xeon with AMX):
 # bfloat16 1.6-1.8x torch at 1-4 rows, slower from 8 (oneDNN's AMX tiles win there); float32 1.0-2x at 1-16 rows.
 # AVX2 (an AMD EPYC without AVX-512): torch has no bfloat16 instructions to use there, so the kernel wins at every
-# row count (1.3-3.7x at 1-16 rows); float32 1.1-1.7x at 1-8 rows, even at 16.
+# row count (1.3-3.7x at 1-16 rows); float32 1.1-1.7x at 1-8 rows, even at 16. AVX512-BF16 without AMX (an AMD
+# Zen 4): oneDNN has no tiles either, and the kernel's bfloat16 beats torch at 8 and 16 rows too (1.4x):
+# ``NO_AMX_BF16_ROWS``.
 ISA_NAMES = {2: "AVX512-BF16", 1: "AVX-512", 0: "AVX2"}  # prover_gemv_isa()'s answers
 MAX_ROWS = {2: {torch.bfloat16: 4, torch.float32: 16}, 1: {torch.bfloat16: 4, torch.float32: 16},
             0: {torch.bfloat16: 16, torch.float32: 16}}
+NO_AMX_BF16_ROWS = 16
 
 
 def cpu_flags() -> str:
@@ -134,9 +137,14 @@ def open_library(path: Path) -> ctypes.CDLL:
 
 @functools.cache
 def max_rows(dtype: torch.dtype) -> int:
-    """The most rows of input the kernel takes in ``dtype`` on this CPU's build (``MAX_ROWS``); 0 without a build."""
+    """The most rows of input the kernel takes in ``dtype`` on this CPU's build (``MAX_ROWS``, ``NO_AMX_BF16_ROWS``);
+    0 without a build."""
     lib = load()[0]
-    return 0 if lib is None else MAX_ROWS[lib.prover_gemv_isa()].get(dtype, 0)
+    if lib is None:
+        return 0
+    if dtype == torch.bfloat16 and lib.prover_gemv_isa() == 2 and "amx_bf16" not in cpu_flags().split():
+        return NO_AMX_BF16_ROWS
+    return MAX_ROWS[lib.prover_gemv_isa()].get(dtype, 0)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
