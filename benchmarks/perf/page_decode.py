@@ -257,6 +257,8 @@ def section(results: dict) -> list[str]:
         lines += bandwidth_lines(results["bandwidth-avx2"], AVX2)
     if "decode-vs-llama-avx2" in results:
         lines += decode_lines(results["decode-vs-llama-avx2"], results.get("bandwidth-avx2"), AVX2)
+    if "bandwidth-noamx" in results:
+        lines += bandwidth_lines(results["bandwidth-noamx"], NO_AMX)
     if "decode-vs-llama-noamx" in results:
         lines += decode_lines(results["decode-vs-llama-noamx"], results.get("bandwidth-noamx"), NO_AMX)
     if "kernel-rows" in results:
