@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prover.bench.headline import pilot_plan
 from prover.bench.matrix import BenchConfig, Cell, Plan, cell_folder
-from prover.bench.tables import CELL_FILE, is_finished, read_history
+from prover.bench.tables import CELL_FILE, is_finished
 
 ARCHIVED = (CELL_FILE, "metrics.jsonl")  # the settings key, and every number a table reads
 
@@ -37,28 +37,29 @@ def _in_place(bench: BenchConfig) -> bool:
     return Path(bench.dir).resolve() == bench.out_dir.resolve()
 
 
+def _copy_records(source: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ARCHIVED:
+        shutil.copyfile(source / name, dest / name)
+    return dest
+
+
 def archive_cell(cell: Cell, bench: BenchConfig) -> Path | None:
     """Copy a finished cell's records into ``<out>/cells``; the folder written, or None."""
     if _in_place(bench) or not is_finished(cell):
         return None
-    dest = _archived(cell, bench)
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ARCHIVED:
-        shutil.copyfile(cell.dir / name, dest / name)
-    return dest
+    return _copy_records(cell.dir, _archived(cell, bench))
 
 
 def restore_cell(cell: Cell, bench: BenchConfig) -> bool:
     """Copy the archive's record of ``cell`` into the bench folder when the folder has no history of it and the
     archive holds it finished under the same settings; True when it did."""
-    if _in_place(bench) or read_history(cell.dir) or (cell.dir / CELL_FILE).exists():
+    if _in_place(bench) or any((cell.dir / name).exists() for name in ARCHIVED):
         return False
     source = _archived(cell, bench)
     if not is_finished(replace(cell, dir=source)):
         return False
-    cell.dir.mkdir(parents=True, exist_ok=True)
-    for name in ARCHIVED:
-        shutil.copyfile(source / name, cell.dir / name)
+    _copy_records(source, cell.dir)
     return True
 
 

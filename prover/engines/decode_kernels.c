@@ -183,12 +183,8 @@ static inline __attribute__((always_inline)) void reduce4(__m256 a, __m256 b, __
 }
 
 static inline __attribute__((always_inline)) void store_sums(__m256 acc[NB][MB], float *out, int nb, int mb) {
-    for (int i = 0; i < mb; i++) {
-        int j = 0;
-        for (; NB >= 4 && j + 4 <= nb; j += 4) /* passes of at most NB = 2 weight rows here: never taken */
-            reduce4(acc[j][i], acc[j + 1][i], acc[j + 2][i], acc[j + 3][i], out + i * NB + j);
-        for (; j < nb; j++) out[i * NB + j] = hsum8(acc[j][i]);
-    }
+    for (int i = 0; i < mb; i++) /* passes of at most NB = 2 weight rows: one lane sum each */
+        for (int j = 0; j < nb; j++) out[i * NB + j] = hsum8(acc[j][i]);
 }
 
 #define AVX2_BLOCK(name, T, LOADW, LOADX, SCALAR)                                                              \

@@ -142,9 +142,10 @@ def max_rows(dtype: torch.dtype) -> int:
     lib = load()[0]
     if lib is None:
         return 0
-    if dtype == torch.bfloat16 and lib.prover_gemv_isa() == 2 and "amx_bf16" not in cpu_flags().split():
+    isa = lib.prover_gemv_isa()
+    if dtype == torch.bfloat16 and isa == 2 and "amx_bf16" not in cpu_flags().split():
         return NO_AMX_BF16_ROWS
-    return MAX_ROWS[lib.prover_gemv_isa()].get(dtype, 0)
+    return MAX_ROWS[isa].get(dtype, 0)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
