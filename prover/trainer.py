@@ -259,6 +259,17 @@ class Trainer:
             if self.lock is not None:
                 self.lock.release()
 
+    def evaluation_due(self, step: int) -> bool:
+        """Whether the loop owes an evaluation at ``step`` before its next step: always at step 0; at a resumed
+        step that is an evaluation step when the history lacks it (the run stopped between the checkpoint and
+        the evaluation, which the loop would otherwise skip, leaving a hole in the curve)."""
+        every = self.cfg.eval.every
+        if step == 0:
+            return True
+        if not every or step % every or step >= self.cfg.steps:
+            return False
+        return not any(r["phase"] == "eval" and r["step"] == step for r in self.run.history())
+
     def train(self) -> dict[str, Any]:
         # the trackers of run.report_to get every metrics row, the final evaluation's too (main process only)
         with Trackers.start(self.cfg, self.report.note, enabled=self.ranks.is_main) as self.run.trackers:
@@ -267,8 +278,8 @@ class Trainer:
     def _train(self) -> dict[str, Any]:
         cfg, run, ranks = self.cfg, self.run, self.ranks
         self.nonfinite_streak = 0
-        if self.start_step == 0:
-            self.evaluate(0)  # success after the warm start, before any RL
+        if self.evaluation_due(self.start_step):
+            self.evaluate(self.start_step)  # step 0: success after the warm start, before any RL
         # the judge, the rollout worker and the engine are closed when the loop ends, however it ends
         with self.report.steps(cfg.steps, start=self.start_step) as advance, contextlib.closing(self):
             for step in range(self.start_step + 1, cfg.steps + 1):

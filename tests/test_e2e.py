@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +113,24 @@ def test_killed_run_resumes_with_exact_history(tiny_run_overrides, tmp_path):
         for key in ("rollout/success", "rollout/turns", "cost/rollout_tokens", "eval/success"):
             if key in b:
                 assert a[key] == pytest.approx(b[key]), (a["step"], key)
+
+
+def test_a_resume_runs_the_evaluation_its_checkpoint_step_still_owes(tiny_run_overrides, tmp_path):
+    """A run stopped after step 1's checkpoint but before step 1's evaluation gets that evaluation on resume,
+    with the value an uninterrupted run logs there (same weights, same evaluation seeds)."""
+    cfg = load_config(None, tiny_run_overrides + ["steps=2", "eval.every=1", "run.keep_checkpoints=5"])
+    Trainer(cfg).train()
+    run = tmp_path / "run"
+    full = _history(run)
+    assert [(r["phase"], r["step"]) for r in full] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2),
+                                                      ("eval", 2)]
+    # the state of a run stopped during step 1's evaluation: its checkpoint on disk, no evaluation logged
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full[:2]))
+    shutil.rmtree(run / "checkpoints" / "step-2")
+    Trainer(cfg, resume=True).train()
+    got = _history(run)
+    assert [(r["phase"], r["step"]) for r in got] == [(r["phase"], r["step"]) for r in full]
+    assert got[2]["eval/success"] == pytest.approx(full[2]["eval/success"])
 
 
 def test_resume_without_checkpoint_is_one_line(tmp_path):
