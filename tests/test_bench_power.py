@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scipy import stats as scipy_stats
 
 from prover.bench import headline, stats
 from prover.bench.matrix import BenchConfig, Plan, load_bench_config, plan
@@ -90,6 +91,29 @@ def test_seeds_for_matches_g_power(d, n, power):
     assert headline.seeds_for(0.02, 0.0) == 2 and headline.seeds_for(1e-6, 1.0) is None  # past MAX_SEEDS
 
 
+@pytest.mark.parametrize(("d", "n", "power"), [(0.5, 34, 0.8077775), (0.8, 15, 0.8213105), (1.0, 10, 0.8030969)])
+def test_the_integrated_power_matches_g_power_and_stays_finite_where_nct_does_not(d, n, power):
+    crit = scipy_stats.t.ppf(0.975, n - 1)
+    assert headline._t_power_integrated(d * math.sqrt(n), n - 1, crit) == pytest.approx(power, abs=1e-6)
+    # 20 sds apart on 2 and 5 pairs: scipy's nct gives NaN there; the test finds such a difference almost surely
+    for pairs in (2, 5):
+        crit, nc = scipy_stats.t.ppf(0.975, pairs - 1), 20 * math.sqrt(pairs)
+        assert math.isnan(scipy_stats.nct.cdf(-crit, pairs - 1, nc))
+        assert 0.97 < headline.t_power(2.0, 0.1, pairs) <= 1.0
+
+
+@pytest.mark.parametrize(("d", "n"), [(0.5, 34), (0.8, 15), (1.0, 10)])
+def test_detectable_is_the_effect_whose_power_is_the_target(d, n):
+    # G*Power's pairs above reach 80% at effect size d with power to spare, so the effect that n pairs detect
+    # at exactly 80% lies below d, and above the normal approximation (z_0.975 + z_0.8) / sqrt(n), which the
+    # t distribution's heavier tails exceed: 0.4805 (n 34), 0.7236 (n 15), 0.8860 (n 10)
+    found = headline.detectable(0.01, n)
+    normal = (1.959964 + 0.841621) / math.sqrt(n)
+    assert normal * 0.01 < found < d * 0.01
+    assert headline.t_power(found, 0.01, n) == pytest.approx(0.8, abs=1e-9)
+    assert headline.detectable(0.0, n) == 0.0
+
+
 def test_power_plan_splits_the_evaluation_noise_off_by_hand():
     # differences 0.02, 0.04, 0.00, 0.06: mean 0.03, squared deviations 1 + 1 + 9 + 9 (x 1e-4) -> s^2 = 0.002 / 3
     # = 6.6667e-4, s = 0.025820. Evaluation: 2 * 0.5 * 0.5 / 1000 = 5e-4, so training 1.6667e-4. At 2000 episodes
@@ -118,6 +142,8 @@ def test_pilot_cells_plan_the_reported_seeds_and_the_headline_reads_them(tmp_pat
     [line] = headline.power_lines(report)
     assert line.startswith("power (gigpo − grpo, 2 points at 80% power (α = 0.05)): from 4 pilot pairs, the sd")
     assert f"1000 episodes: sd 2.58 points, {pp.options[0][2]} seeds" in line and "this matrix has 10 seeds" in line
+    finds = 100 * headline.detectable(pp.options[0][1], 10)
+    assert f"which find a difference of {finds:.1f} points or more 80% of the time at 1000 episodes" in line
     # the reported seeds: gigpo ahead by 0.01 on 9 seeds, behind by 0.01 on one
     for seed in range(10):
         _write_cell(report, "grpo", seed, 0.5)

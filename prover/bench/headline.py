@@ -3,9 +3,12 @@ many seeds it needs, planned from pilot cells before the reported seeds run.
 
 - ``t_power``: the power of the two-sided paired t test at level alpha on n pairs whose differences have
   mean ``effect`` and standard deviation ``sd``: P(|T| > t_{1 - alpha/2, n - 1}) with T noncentral t,
-  n - 1 degrees of freedom, noncentrality effect sqrt(n) / sd (scipy's ``nct``). At effect / sd = 0.5 and
+  n - 1 degrees of freedom, noncentrality effect sqrt(n) / sd (scipy's ``nct``; where that gives NaN, at a
+  large noncentrality, the same probability integrated over T's chi-distributed denominator). At effect / sd = 0.5 and
   alpha 0.05 it first reaches 80% at n = 34 (0.8078), as G*Power's one-sample table has it.
 - ``seeds_for``: the fewest pairs (at least two) whose power reaches the target.
+- ``detectable``: the other way round, the smallest difference ``n`` pairs find with that power (the root
+  of t_power(effect) = power, which rises with the effect).
 - The spread of a seed's difference has two parts: how differently the two trained policies come out
   (training), and the noise of measuring each on E held-out episodes. With both near success p, the
   second is 2 p (1 - p) / E, so the pilot's sample variance s^2 splits as var_train = max(0, s^2 - 2 p (1 -
@@ -23,6 +26,7 @@ import statistics
 from dataclasses import dataclass
 
 import yaml
+from scipy import integrate, optimize
 from scipy import stats as scipy_stats
 
 from prover.bench import stats
@@ -39,12 +43,40 @@ def t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
         return 1.0
     df, nc = n - 1, effect * math.sqrt(n) / sd
     crit = scipy_stats.t.ppf(1 - alpha / 2, df)
-    return float(scipy_stats.nct.sf(crit, df, nc) + scipy_stats.nct.cdf(-crit, df, nc))
+    power = float(scipy_stats.nct.sf(crit, df, nc) + scipy_stats.nct.cdf(-crit, df, nc))
+    return power if math.isfinite(power) else _t_power_integrated(nc, df, crit)
+
+
+def _t_power_integrated(nc: float, df: int, crit: float) -> float:
+    """P(|T| > crit) for T = (Z + nc) / (X / sqrt(df)), X ~ chi(df): given X, two normal tails, integrated
+    over X. For the large noncentralities where scipy's ``nct`` returns NaN (the power is then near 1)."""
+    def given(x: float) -> float:
+        s = crit * x / math.sqrt(df)
+        return float(scipy_stats.norm.sf(s - nc) + scipy_stats.norm.cdf(-s - nc)) * scipy_stats.chi.pdf(x, df)
+    # over X's bulk (all but 1e-15 of each tail): on [0, inf) quadrature can miss a narrow peak at many df
+    lo, hi = scipy_stats.chi.ppf(1e-15, df), scipy_stats.chi.isf(1e-15, df)
+    return float(min(1.0, integrate.quad(given, lo, hi, epsabs=1e-12, epsrel=1e-10, limit=200)[0]))
 
 
 def seeds_for(effect: float, sd: float, power: float = 0.8, alpha: float = 0.05) -> int | None:
     """The fewest pairs (>= 2) whose test reaches ``power``; None past ``MAX_SEEDS``."""
-    return next((n for n in range(2, MAX_SEEDS + 1) if t_power(effect, sd, n, alpha) >= power), None)
+    if t_power(effect, sd, MAX_SEEDS, alpha) < power:
+        return None
+    lo, hi = 1, MAX_SEEDS  # power rises with n: bisect for the first n that reaches it
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if t_power(effect, sd, mid, alpha) >= power else (mid, hi)
+    return hi
+
+
+def detectable(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest mean difference that ``n`` pairs with differences of spread ``sd`` detect with ``power``."""
+    if sd <= 0:
+        return 0.0
+    hi = sd
+    while t_power(hi, sd, n, alpha) < power:  # power tends to 1 as the effect grows, for any n >= 2
+        hi *= 2
+    return float(optimize.brentq(lambda e: t_power(e, sd, n, alpha) - power, 0.0, hi, xtol=1e-12 * sd))
 
 
 def eval_variance(success: float, episodes: float) -> float:
@@ -123,9 +155,12 @@ def power_lines(p: Plan) -> list[str]:
                       for e, sd, n in plan_.options)
     overlap = " (the pilot seeds overlap this matrix's: the plan is not independent of its results)" \
         if set(spec.pilot_seeds) & set(p.bench.seeds) else ""
+    finds = 100 * detectable(plan_.options[0][1], have, spec.power, spec.alpha) if have >= 2 else None
+    reach = "" if finds is None else (f", which find a difference of {finds:.1f} points or more "
+                                      f"{100 * spec.power:g}% of the time at {plan_.episodes} episodes")
     return [f"power ({what}): from {plan_.pairs} pilot pairs, the sd of the difference is {100 * plan_.sd:.2f} "
             f"points ({100 * plan_.eval_sd:.2f} of it from {plan_.episodes}-episode evaluations at p = "
-            f"{100 * plan_.success:.0f}%); needed: {needs}; this matrix has {have} seeds{overlap}"]
+            f"{100 * plan_.success:.0f}%); needed: {needs}; this matrix has {have} seeds{reach}{overlap}"]
 
 
 def _specs(p: Plan, rows: tuple[str, ...]) -> str:
