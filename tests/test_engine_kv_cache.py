@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -137,6 +138,19 @@ def test_counts_add_up_and_only_new_tokens_are_prefilled(pair):
     assert counts["cost/prompt_tokens"] == sum(map(len, nxt))
     assert counts["cost/prefill_tokens"] == sum(len(q) - r for q, r in zip(nxt, reused))
     assert counts["cost/prompt_tokens"] == counts["cost/prefill_tokens"] + counts["cost/cached_tokens"]
+
+
+def test_counts_split_a_calls_wall_time_into_prefill_and_decode(pair):
+    cached, _ = pair
+    cached.take_counts()
+    prompts = [[1] + list(range(5, 5 + 30 + 9 * k)) for k in range(3)]
+    started = time.perf_counter()
+    cached.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
+    wall = time.perf_counter() - started
+    counts = cached.take_counts()
+    assert counts["time/prefill"] > 0 and counts["time/decode"] > 0
+    assert counts["time/prefill"] + counts["time/decode"] <= wall
+    assert cached.take_counts()["time/decode"] == 0.0  # taken means reset
 
 
 def test_weight_sync_empties_the_cache_and_nothing_stale_is_served(pair, sharp_dir):

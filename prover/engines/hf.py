@@ -9,6 +9,7 @@ continuations prefill only their new tokens (``prover.engines.prefix``, ``prover
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -123,7 +124,7 @@ class HFEngine(Engine):
         bound = auto_cache_bytes(self.device) if prefix_cache_mb == "auto" else prefix_cache_mb * 2**20
         self.prefix_cache = PrefixCache(bound) if self.sharing == "prefix" and bound > 0 else None
         self.decode_loop = decode_loop
-        self.counts = {"prompt_tokens": 0, "computed_tokens": 0}
+        self.counts = {"prompt_tokens": 0.0, "computed_tokens": 0.0, "prefill_s": 0.0, "decode_s": 0.0}
         use_kernels = cpu_kernels and self.device == "cpu"
         if use_kernels:
             library, why = kernels.load()
@@ -177,9 +178,12 @@ class HFEngine(Engine):
         ids, attn, length = ids.to(self.device), attn.to(self.device), ids.shape[1]
         own_loop = self.decode_loop and self.sharing == "prefix"
         capacity = length + params.max_new_tokens - 1
+        started = time.perf_counter()
         cache, computed = self._prefill(prompts, capacity if own_loop else None)  # all but each row's last token
+        prefilled = time.perf_counter()
         self.counts["prompt_tokens"] += sum(len(p) for p in prompts)
         self.counts["computed_tokens"] += sum(computed)
+        self.counts["prefill_s"] += prefilled - started
         stops = list(params.stop_token_ids) or self.stop_ids
         if own_loop:
             layers = self.model.config.get_text_config().num_hidden_layers  # a multimodal config nests the text's
@@ -189,6 +193,7 @@ class HFEngine(Engine):
             new, logps, kv = done.tokens.cpu(), done.logprobs.cpu(), done.cache
         else:
             new, logps, kv = self._transformers_generate(ids, attn, cache, params, stops, processors)
+        self.counts["decode_s"] += time.perf_counter() - prefilled
         gens = []
         stop_set = set(stops)
         for i in range(len(prompts)):
@@ -243,12 +248,13 @@ class HFEngine(Engine):
     def take_counts(self) -> dict[str, float]:
         """Prompt tokens since the last call: requested, prefilled (run by the model) and served from KV
         computed before (the prefix cache, or another row of the call), under the names the ``sglang``
-        engine gives its servers' prefix-cache hits."""
-        prompt, computed = self.counts["prompt_tokens"], self.counts["computed_tokens"]
-        self.counts = dict.fromkeys(self.counts, 0)
-        return {"cost/prompt_tokens": float(prompt), "cost/prefill_tokens": float(computed),
-                "cost/cached_tokens": float(prompt - computed),
-                "engine/cached_ratio": (prompt - computed) / prompt if prompt else 0.0}
+        engine gives its servers' prefix-cache hits; and the wall seconds spent prefilling prompts and
+        decoding (sampling included)."""
+        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0.0)
+        prompt, computed = counts["prompt_tokens"], counts["computed_tokens"]
+        return {"cost/prompt_tokens": prompt, "cost/prefill_tokens": computed, "cost/cached_tokens": prompt - computed,
+                "engine/cached_ratio": (prompt - computed) / prompt if prompt else 0.0,
+                "time/prefill": counts["prefill_s"], "time/decode": counts["decode_s"]}
 
     def update_weights(self, learner: WeightSource) -> None:
         """Load the learner's full weights; with LoRA they come merged, under the base model's names."""
