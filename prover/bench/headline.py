@@ -4,8 +4,8 @@ many seeds it needs, planned from pilot cells before the reported seeds run.
 - ``t_power``: the power of the two-sided paired t test at level alpha on n pairs whose differences have
   mean ``effect`` and standard deviation ``sd``: P(|T| > t_{1 - alpha/2, n - 1}) with T noncentral t,
   n - 1 degrees of freedom, noncentrality effect sqrt(n) / sd (scipy's ``nct``; where that gives NaN, at a
-  large noncentrality, the same probability integrated over T's chi-distributed denominator). At effect / sd = 0.5 and
-  alpha 0.05 it first reaches 80% at n = 34 (0.8078), as G*Power's one-sample table has it.
+  large noncentrality, the same probability integrated over T's chi-distributed denominator). At effect /
+  sd = 0.5 and alpha 0.05 it first reaches 80% at n = 34 (0.8078), as G*Power's one-sample table has it.
 - ``seeds_for``: the fewest pairs (at least two) whose power reaches the target.
 - ``detectable``: the other way round, the smallest difference ``n`` pairs find with that power (the root
   of t_power(effect) = power, which rises with the effect).
