@@ -15,8 +15,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from prover.engines import prefix
 from prover.engines.hf import HFEngine
-from prover.engines.prefix import MIN_COMMON_PREFIX, common_prefix_length, layout, plan_duplicates
+from prover.engines.prefix import MIN_COMMON_PREFIX, common_prefix_length, layout, plan_duplicates, rest_groups
 from prover.envs import make_env
 from prover.episodes.turn_prompts import agent_spec_for, encode_prompt
 from prover.types import SamplingParams
@@ -115,9 +116,10 @@ def test_counts_say_how_many_prompt_tokens_were_computed(engines, prompts):
     g, params = 4, SamplingParams(max_new_tokens=2, temperature=0.0)
     on.take_counts()
     on.generate([a] * g, params)  # every row the same: all but the last token once, the last on each row
-    assert on.take_counts() == {"cost/prompt_tokens": g * len(a), "cost/prefill_tokens": len(a) - 1 + g,
-                                "cost/cached_tokens": g * len(a) - (len(a) - 1 + g),
-                                "engine/cached_ratio": pytest.approx(1 - (len(a) - 1 + g) / (g * len(a)))}
+    tokens = {k: v for k, v in on.take_counts().items() if not k.startswith("time/")}
+    assert tokens == {"cost/prompt_tokens": g * len(a), "cost/prefill_tokens": len(a) - 1 + g,
+                      "cost/cached_tokens": g * len(a) - (len(a) - 1 + g),
+                      "engine/cached_ratio": pytest.approx(1 - (len(a) - 1 + g) / (g * len(a)))}
     on.generate([a] * g + [b], params)  # the header once, each distinct rest once, each last token
     lcp = common_prefix_length([a, b])
     assert lcp >= MIN_COMMON_PREFIX  # pivot-sim's prompts share a header
@@ -221,3 +223,31 @@ def test_layout_left_pads():
 def test_share_prefixes_is_an_engine_setting():
     assert HFEngine.validate_kwargs({"share_prefixes": False}).share_prefixes is False
     assert HFEngine.validate_kwargs({}).share_prefixes is True
+
+
+def test_rests_split_into_batches_by_length_while_pads_pass_the_share():
+    # rests 10, 100, 10, 10: one batch pads 3 x 90 = 270 of 400 tokens; cut after the three 10s: none
+    assert rest_groups([10, 100, 10, 10]) == [[0, 2, 3], [1]]
+    # 50, 52, 55: 8 pads of 165 tokens (4.8%), under the 20% share: one batch
+    assert rest_groups([55, 50, 52]) == [[1, 2, 0]]
+    # 10, 20, 40, 80: one batch pads 170 of 320. Cuts: after 1 -> 10 + 240 = 250; after 2 -> 40 + 160 = 200;
+    # after 3 -> 120 + 80 = 200; the first of the two: [10, 20] (pads 10 of 40, 25%: split again) and [40, 80]
+    # (pads 40 of 160, 25%: split again)
+    assert rest_groups([80, 40, 20, 10]) == [[3], [2], [1], [0]]
+    assert rest_groups([]) == [] and rest_groups([7]) == [[0]]
+
+
+def test_greedy_generations_are_the_same_when_the_rests_split(engines, prompts, monkeypatch):
+    on, off = engines
+    a, b, c = prompts["pivot"]
+    cut = common_prefix_length([a, b, c]) + 4  # rests of 3 tokens past the shared header, and full ones
+    rows = [a, b[:cut], c[:cut], a[:cut]]
+    calls: list[int] = []
+    real = prefix.run_rests
+    monkeypatch.setattr(prefix, "run_rests", lambda model, seqs, *a: calls.append(len(seqs)) or real(model, seqs, *a))
+    params = SamplingParams(max_new_tokens=16, temperature=0.0)
+    shared, plain = on.generate(rows, params), off.generate(rows, params)
+    assert len(calls) >= 3  # the header, then the distinct rows' rests in more than one batch
+    for s, p in zip(shared, plain):
+        assert s.token_ids == p.token_ids
+        np.testing.assert_allclose(s.logprobs, p.logprobs, atol=1e-5)
