@@ -14,6 +14,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from prover.bench import headline, stats
+from prover.bench.archive import restore_pilot
 from prover.bench.matrix import BenchConfig, Plan, load_bench_config, plan
 from prover.bench.runner import write_reports
 from prover.errors import ConfigError
@@ -202,3 +203,8 @@ def test_a_rebuild_from_the_archive_keeps_the_power_section(tmp_path):
     write_reports(plan(report.bench.model_copy(update={"dir": str(tmp_path / "out")})), "prover bench",
                   echo=lambda s: None)
     assert first[0] in (tmp_path / "out" / "results.md").read_text().splitlines()
+    # a fresh bench folder that continues the committed matrix reads its pilot from the archive
+    fresh = plan(report.bench.model_copy(update={"dir": str(tmp_path / "elsewhere")}))
+    assert headline.power_lines(fresh)[0].startswith("power (gigpo − grpo, 2 points at 80% power (α = 0.05)): no pilot")
+    assert restore_pilot(fresh) == 8 and restore_pilot(fresh) == 0  # taken once; then the folder has them
+    assert "from 4 pilot pairs" in headline.power_lines(fresh)[0]

@@ -10,8 +10,9 @@ yet run, on the machine that ran the others). So
 
 rebuilds results.md and the CSVs from the archive alone, on any machine. A cell is archived as soon as it
 finishes (``archive_cell``), so it can be committed while the others train; and a bench folder that lacks a cell
-the archive holds finished under the same settings takes the archive's record (``restore_cell``): the same
-command on a fresh clone, or on another machine, trains only what nobody has committed.
+the archive holds finished under the same settings takes the archive's record (``restore_cell``; the pilot's
+cells too, ``restore_pilot``, for the power plan): the same command on a fresh clone, or on another machine,
+trains only what nobody has committed.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def restore_cell(cell: Cell, bench: BenchConfig) -> bool:
         return False
     _copy_records(source, cell.dir)
     return True
+
+
+def restore_pilot(plan: Plan) -> int:
+    """``restore_cell`` for the matrix's pilot cells (its ``power`` section's), which no run of the reported seeds
+    trains but whose records the power plan reads from the bench folder: a fresh folder that continues a
+    committed matrix knows its pilot. How many it took."""
+    pilot = pilot_plan(plan.bench).cells if plan.bench.power else []
+    return sum(restore_cell(cell, plan.bench) for cell in pilot)
 
 
 def archive_cells(plan: Plan) -> list[Path]:

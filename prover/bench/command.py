@@ -44,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     # lazy: the bench's rooms load pydantic, gymnasium and scipy; `prover --help` needs none
+    from prover.bench.archive import restore_pilot
     from prover.bench.headline import power_lines
     from prover.bench.matrix import load_bench_config, plan
     from prover.bench.plots import curves_unavailable
@@ -52,6 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     bench = load_bench_config(args.config, list(args.overrides))
     cells = plan(bench)  # every name and cell config checked before any work
+    restore_pilot(cells)  # a fresh bench folder takes the committed pilot, which the power lines read
     no_curves = curves_unavailable()  # known now, not after every cell has trained
     for note in [*cells.skipped, *precision_notes(cells), *([no_curves] if no_curves else [])]:
         print(f"note: {note}", flush=True)
