@@ -232,6 +232,7 @@ def test_a_fresh_bench_folder_takes_committed_cells_and_archives_new_ones_as_the
         _write_cell(p, cell.method.row, cell.seed, {0: 0.25, 4: 1.0})
         return f"{head}: done"
     monkeypatch.setattr(runner, "run_cell", fake_train)
+    assert timing.plan_line(p).startswith("bench: 2 cells to train (8 steps; 1 already done cost nothing)")
     lines: list[str] = []
     outcome = runner.run_plan(p, echo=lines.append)
     assert trained == ["gigpo", "spo-chain"] and outcome.skipped == [f"{ENV} · grpo · seed 0"]

@@ -52,15 +52,17 @@ def archive_cell(cell: Cell, bench: BenchConfig) -> Path | None:
     return _copy_records(cell.dir, _archived(cell, bench))
 
 
+def in_archive(cell: Cell, bench: BenchConfig) -> bool:
+    """Whether ``<out>/cells`` holds ``cell`` finished under the same settings (and is not the bench folder)."""
+    return not _in_place(bench) and is_finished(replace(cell, dir=_archived(cell, bench)))
+
+
 def restore_cell(cell: Cell, bench: BenchConfig) -> bool:
     """Copy the archive's record of ``cell`` into the bench folder when the folder has no history of it and the
     archive holds it finished under the same settings; True when it did."""
-    if _in_place(bench) or any((cell.dir / name).exists() for name in ARCHIVED):
+    if any((cell.dir / name).exists() for name in ARCHIVED) or not in_archive(cell, bench):
         return False
-    source = _archived(cell, bench)
-    if not is_finished(replace(cell, dir=source)):
-        return False
-    _copy_records(source, cell.dir)
+    _copy_records(_archived(cell, bench), cell.dir)
     return True
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prover.bench.archive import in_archive
 from prover.bench.matrix import Cell, Plan, warmstart_folder
 from prover.bench.tables import is_finished, read_history, started_key
 from prover.rundir.run import FileLock
@@ -113,7 +114,7 @@ def estimate(plan: Plan, cells: list[Cell] | None = None) -> Estimate:
     rate, est = rates(data), Estimate()
     builds: dict[Path, str] = {}
     for cell in plan.cells if cells is None else cells:
-        if is_finished(cell):
+        if is_finished(cell) or in_archive(cell, plan.bench):  # an archived record is taken, not trained
             est.finished += 1
             continue
         left = steps_left(cell)
