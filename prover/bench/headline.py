@@ -3,9 +3,9 @@ many seeds it needs, planned from pilot cells before the reported seeds run.
 
 - ``t_power``: the power of the two-sided paired t test at level alpha on n pairs whose differences have
   mean ``effect`` and standard deviation ``sd``: P(|T| > t_{1 - alpha/2, n - 1}) with T noncentral t,
-  n - 1 degrees of freedom, noncentrality effect sqrt(n) / sd (scipy's ``nct``; where that gives NaN, at a
-  large noncentrality, the same probability integrated over T's chi-distributed denominator). At effect /
-  sd = 0.5 and alpha 0.05 it first reaches 80% at n = 34 (0.8078), as G*Power's one-sample table has it.
+  n - 1 degrees of freedom, noncentrality effect sqrt(n) / sd, integrated over T's chi-distributed
+  denominator (scipy's ``nct`` gives NaN at large noncentralities). At effect / sd = 0.5 and alpha 0.05 it
+  first reaches 80% at n = 34 (0.8078), as G*Power's one-sample table has it.
 - ``seeds_for``: the fewest pairs (at least two) whose power reaches the target.
 - ``detectable``: the other way round, the smallest difference ``n`` pairs find with that power (the root
   of t_power(effect) = power, which rises with the effect).
@@ -42,14 +42,12 @@ def t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
     if sd <= 0:
         return 1.0
     df, nc = n - 1, effect * math.sqrt(n) / sd
-    crit = scipy_stats.t.ppf(1 - alpha / 2, df)
-    power = float(scipy_stats.nct.sf(crit, df, nc) + scipy_stats.nct.cdf(-crit, df, nc))
-    return power if math.isfinite(power) else _t_power_integrated(nc, df, crit)
+    return _t_power_integrated(nc, df, scipy_stats.t.ppf(1 - alpha / 2, df))
 
 
 def _t_power_integrated(nc: float, df: int, crit: float) -> float:
     """P(|T| > crit) for T = (Z + nc) / (X / sqrt(df)), X ~ chi(df): given X, two normal tails, integrated
-    over X. For the large noncentralities where scipy's ``nct`` returns NaN (the power is then near 1)."""
+    over X; exact where scipy's ``nct`` returns NaN (large noncentralities, where the power is near 1)."""
     def given(x: float) -> float:
         s = crit * x / math.sqrt(df)
         return float(scipy_stats.norm.sf(s - nc) + scipy_stats.norm.cdf(-s - nc)) * scipy_stats.chi.pdf(x, df)
