@@ -263,12 +263,16 @@ class Trainer:
         """Whether the loop owes an evaluation at ``step`` before its next step: always at step 0; at a resumed
         step that is an evaluation step when the history lacks it (the run stopped between the checkpoint and
         the evaluation, which the loop would otherwise skip, leaving a hole in the curve)."""
-        every = self.cfg.eval.every
         if step == 0:
             return True
-        if not every or step % every or step >= self.cfg.steps:
-            return False
-        return not any(r["phase"] == "eval" and r["step"] == step for r in self.run.history())
+        return self.evaluates_after(step) and not any(r["phase"] == "eval" and r["step"] == step
+                                                      for r in self.run.history())
+
+    def evaluates_after(self, step: int) -> bool:
+        """Whether training step ``step`` is followed by an evaluation (every ``eval.every``; the last step's
+        is the final evaluation, run after the loop)."""
+        every = self.cfg.eval.every
+        return bool(every) and step % every == 0 and step < self.cfg.steps
 
     def train(self) -> dict[str, Any]:
         # the trackers of run.report_to get every metrics row, the final evaluation's too (main process only)
@@ -311,7 +315,7 @@ class Trainer:
                     self.report.step_line(record, cfg.steps)
                 if step % cfg.run.checkpoint_every == 0 or step == cfg.steps:
                     self.save_checkpoint(step)
-                if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
+                if self.evaluates_after(step):
                     self.evaluate(step)
                 advance()
         try:
