@@ -128,3 +128,51 @@ def test_other_architectures_are_refused_with_the_reason():
     assert "gpt2" in supports(model)
     with pytest.raises(ValueError, match="no fused decode step"):
         FusedStep(model)
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weights_moved_into_the_arena_lie_in_use_order_and_compute_the_same(kind, dtype):
+    """With the huge-page arena every weight a step reads lies in one buffer, each after the one read before it,
+    a tied LM head still is the embedding, and the step's logits and cache are the same to the bit as with the
+    weights where torch put them; a weight sync (load_state_dict) writes into the arena."""
+    from prover.engines import fused_step
+
+    if not fused_step.kernels_built():
+        pytest.skip("no C compiler or no AVX2 here: the kernels (and so the arena) are not used")
+    moved, kept = random_model(kind).to(dtype), random_model(kind).to(dtype)
+    step, plain = FusedStep(moved), FusedStep(kept, huge_pages=False)
+    assert step.arena is not None and plain.arena is None
+    # a group's stacked weights, then its stacked biases
+    starts = [p.data_ptr() for group in fused_step.use_order(moved)
+              for p in [m.weight for m in group] + [getattr(m, "bias", None) for m in group] if p is not None]
+    low = step.arena.buffer.data_ptr()
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    assert low <= starts[0] and starts[-1] < low + step.arena.buffer.numel()
+    assert moved.lm_head.weight.data_ptr() == starts[-1 - (moved.lm_head.bias is not None)]
+    assert (moved.model.embed_tokens.weight is moved.lm_head.weight) == moved.config.tie_word_embeddings
+    _, a, (_, cache_a) = both(moved, step)
+    _, b, (_, cache_b) = both(kept, plain)
+    assert torch.equal(a, b)
+    assert all(torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
+               for x, y in zip(cache_a.layers, cache_b.layers))
+    moved.load_state_dict(random_model(kind, seed=5).to(dtype).state_dict())
+    assert torch.equal(step.layers[-1].down, random_model(kind, seed=5).to(dtype).model.layers[-1].mlp.down_proj.weight)
+    assert low <= step.layers[-1].down.data_ptr() < low + step.arena.buffer.numel()
+
+
+def test_the_arena_is_backed_by_huge_pages_where_linux_grants_them():
+    """An 8 MiB arena, written: /proc/self/smaps shows huge pages in its mapping wherever the kernel's
+    transparent huge pages are not off (this machine's CI runs with them on ``madvise``)."""
+    from pathlib import Path
+
+    from prover.engines.weight_arena import WeightArena, huge_page_kib
+
+    setting = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not setting.exists() or "[never]" in setting.read_text():
+        pytest.skip("no transparent huge pages on this system")
+    arena = WeightArena([torch.empty(4 << 20, dtype=torch.float16)])
+    view = arena.take(torch.ones(4 << 20, dtype=torch.float16))
+    assert arena.huge and view.data_ptr() % (2 << 20) == 0
+    assert huge_page_kib(view) >= 2048
+    assert view.float().sum().item() == 4 << 20

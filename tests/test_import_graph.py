@@ -40,10 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 PROVER = REPO / "prover"
 JUDGE_CONTRACT = ("prover.judges.base", "prover.judges.health")
 # every module of prover/engines/ is the contract or an implementation (hf with its decode loop, fused step,
-# small-batch kernels and KV helpers)
+# small-batch kernels, weight arena and KV helpers)
 ENGINE_CONTRACT = ("prover.engines", "prover.engines.base")
 ENGINE_IMPLEMENTATIONS = ("prover.engines.hf", "prover.engines.decode", "prover.engines.fused_step",
                           "prover.engines.decode_kernels", "prover.engines.kv_cache", "prover.engines.prefix",
+                          "prover.engines.weight_arena",
                           "prover.engines.sglang*")
 
 

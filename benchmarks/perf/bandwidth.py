@@ -19,6 +19,11 @@ their work over that many threads), because torch is what the engine decodes wit
            matrix of the same size in bytes, fp32 and bf16: GB/s of weight bytes read (the input and output
            vectors are a few KB and not counted); and the same product by the ``hf`` engine's small-batch
            kernel (``prover.engines.decode_kernels``, one thread), where it is built.
+- model:   the engine's kernel over a decode step's matrices, one after another, in SmolLM2-135M-Instruct's
+           shapes (30 layers of stacked query-key-value, output, stacked gate-up and down, then the LM head;
+           random values, fp32 and bf16): each matrix in memory of its own from torch's allocator, and all of
+           them in one ``prover.engines.weight_arena`` buffer in that order, on huge pages where Linux grants
+           them. Rounds alternate between the two.
 
 Each figure is reported for every count in --threads (default 1, 2 and all cores). The CPU's model, the
 instruction-set flags that decide the speed of these kernels (avx2, avx512f, avx512_bf16, amx_bf16), torch's
@@ -189,6 +194,44 @@ def kernel_speed(w: torch.Tensor, x: torch.Tensor, rounds: int) -> float | None:
     return w.numel() * w.element_size() / best_seconds(lambda: kernels.linear(x, w, None), rounds) / 1e9
 
 
+def sweep(product, ws: list[torch.Tensor], inputs: dict[int, torch.Tensor]) -> None:
+    for w in ws:
+        product(inputs[w.shape[1]], w)
+
+
+# SmolLM2-135M-Instruct's config: hidden 576, 9 query and 3 key-value heads of 64, MLP 1536, 30 layers, 49152 tokens
+SMOLLM2_LAYER = ((960, 576), (576, 576), (3072, 576), (576, 1536))
+SMOLLM2_HEAD, SMOLLM2_LAYERS = (49152, 576), 30
+
+
+def model_matrices(rounds: int, smoke: bool = False) -> dict | None:
+    """GB/s of the engine's kernel reading a step's matrices in sequence (``SMOLLM2_*``), from torch's memory and
+    from a weight arena, best of ``rounds`` alternating rounds; None where the kernels are not built."""
+    from prover.engines import decode_kernels as kernels
+    from prover.engines.weight_arena import WeightArena, huge_page_kib
+
+    if kernels.load()[0] is None:
+        return None
+    layers, head = (2, (512, 576)) if smoke else (SMOLLM2_LAYERS, SMOLLM2_HEAD)
+    shapes = [*SMOLLM2_LAYER * layers, head]
+    out = {}
+    for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        own = [torch.empty(shape).uniform_(-0.02, 0.02).to(dtype) for shape in shapes]
+        arena = WeightArena(own)
+        placed = [arena.take(w) for w in own]
+        inputs = {k: torch.randn(1, k).to(dtype) for k in {shape[1] for shape in shapes}}
+        nbytes = sum(w.numel() * w.element_size() for w in own)
+
+        best = {"torch": float("inf"), "arena": float("inf")}
+        for _ in range(rounds):
+            for side, ws in (("torch", own), ("arena", placed)):
+                best[side] = min(best[side], best_seconds(lambda ws=ws, xs=inputs: sweep(kernels.gemv, ws, xs), 1))
+        out[name] = {"weight_bytes": nbytes, "gb_per_s": {side: nbytes / t / 1e9 for side, t in best.items()},
+                     "arena_huge_page_kib": huge_page_kib(arena.buffer) if arena.huge else 0}
+        del own, placed, arena
+    return out
+
+
 def thread_counts(text: str | None) -> list[int]:
     """--threads as a list: the given counts, else 1, 2 and every core (those this machine has)."""
     cpus = os.cpu_count() or 1
@@ -203,7 +246,7 @@ def thread_counts(text: str | None) -> list[int]:
     return counts
 
 
-def measure(array_mib: int, threads: list[int], rounds: int) -> dict:
+def measure(array_mib: int, threads: list[int], rounds: int, smoke: bool = False) -> dict:
     """The whole result: CPU, settings, STREAM and weight-streaming figures, and the load around them."""
     previous = torch.get_num_threads()
     load = {"start": list(os.getloadavg())}
@@ -212,7 +255,8 @@ def measure(array_mib: int, threads: list[int], rounds: int) -> dict:
         elements = array_mib * MIB // WORD
         result = {"cpu": cpu(), "torch": torch.__version__, "library": "torch",
                   "settings": {"array_mib": array_mib, "threads": threads, "rounds": rounds},
-                  "stream": stream(elements, threads, rounds), "weights": weights(array_mib * MIB, threads, rounds)}
+                  "stream": stream(elements, threads, rounds), "weights": weights(array_mib * MIB, threads, rounds),
+                  "model": model_matrices(rounds, smoke)}
     finally:
         torch.set_num_threads(previous)
     load["end"] = list(os.getloadavg())
@@ -230,6 +274,8 @@ def summary(result: dict) -> list[str]:
     rows += [(f"linear batch 1 {k}", v["gb_per_s"]) for k, v in result["weights"].items()]
     rows += [(f"engine kernel {k}", {"1": v["engine_kernel_gb_per_s"]}) for k, v in result["weights"].items()
              if v.get("engine_kernel_gb_per_s")]
+    rows += [(f"model {k}, {side}", {"1": gb}) for k, v in (result.get("model") or {}).items()
+             for side, gb in v["gb_per_s"].items()]
     for label, speeds in rows:
         lines.append(f"  {label:<22}" + "  ".join(f"{n} thread(s) {gb:6.1f} GB/s" for n, gb in speeds.items()))
     if not result["stream"]["valid"]:
@@ -253,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     array_mib = 1 if args.smoke else (args.array_mib or default_array_mib())
     rounds = 1 if args.smoke else args.rounds
     check_room(array_mib, args.out)
-    result = measure(array_mib, threads, rounds)
+    result = measure(array_mib, threads, rounds, args.smoke)
     result["smoke"] = args.smoke
     print("\n".join(summary(result)), flush=True)
     args.out.write_text(json.dumps(result, indent=1))

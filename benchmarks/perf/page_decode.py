@@ -43,6 +43,10 @@ def bandwidth_lines(res: dict, where: str = "") -> list[str]:
         if kernel:
             lines.append(f"| batch-1 product by the engine's kernel (`prover.engines.decode_kernels`), {dtype} "
                          f"weights | {kernel:.1f} |" + " - |" * (len(threads) - 1))
+    for dtype, model in (res.get("model") or {}).items():
+        for side, label in (("torch", "each matrix in torch's memory"), ("arena", "all in one huge-page arena")):
+            lines.append(f"| the engine's kernel over SmolLM2-135M's matrices in use order, {dtype}, {label} | "
+                         f"{model['gb_per_s'][side]:.1f} |" + " - |" * (len(threads) - 1))
     lines += ["", second_thread(stream["read"]) + " " + cpu_line(res["cpu"])]
     return lines
 

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from prover.engines import decode_kernels as kernels
+from prover.engines.weight_arena import WeightArena
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 
@@ -68,22 +69,47 @@ class LayerWeights:
     k_norm: torch.Tensor | None
 
 
-def stack_weights(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One matrix of ``linears``' weights stacked by rows (and one bias vector), with each layer's own
-    parameters made views of it, so that writing either writes both."""
-    weight = torch.cat([lin.weight.detach() for lin in linears]).contiguous()
-    biased = [lin.bias is not None for lin in linears]
-    bias = torch.cat([lin.bias.detach() for lin in linears]).contiguous() if all(biased) else None
-    if any(biased) and bias is None:
+def stack_weights(modules: list[torch.nn.Module], arena: WeightArena | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One matrix of ``modules``' weights stacked by rows (and one bias vector), in ``arena`` when given, with
+    each module's own parameters made views of it, so that writing either writes both. A module without a
+    ``bias`` attribute (a norm) counts as one without a bias."""
+    weight = torch.cat([m.weight.detach() for m in modules]).contiguous()
+    biases = [b.detach() for m in modules if (b := getattr(m, "bias", None)) is not None]
+    bias = torch.cat(biases).contiguous() if len(biases) == len(modules) else None
+    if biases and bias is None:
         raise ValueError("some stacked projections have a bias and some do not")
+    if arena is not None:
+        weight, bias = arena.take(weight), arena.take(bias) if bias is not None else None
     start = 0
-    for lin in linears:
-        rows = lin.weight.shape[0]
-        lin.weight = torch.nn.Parameter(weight[start:start + rows], requires_grad=False)
+    for m in modules:
+        rows = m.weight.shape[0]
+        m.weight = torch.nn.Parameter(weight[start:start + rows], requires_grad=False)
         if bias is not None:
-            lin.bias = torch.nn.Parameter(bias[start:start + rows], requires_grad=False)
+            m.bias = torch.nn.Parameter(bias[start:start + rows], requires_grad=False)
         start += rows
     return weight, bias
+
+
+def layer_groups(layer: torch.nn.Module) -> dict[str, list[torch.nn.Module]]:
+    """A layer's modules whose weights a decode step reads, in the order it reads them, those stacked into one
+    matrix grouped: the input norm, query-key-value, Qwen3's query and key norms, the output projection, the
+    post-attention norm, gate-up and down."""
+    attn, mlp = layer.self_attn, layer.mlp
+    norms = {name: [getattr(attn, name)] for name in ("q_norm", "k_norm") if getattr(attn, name, None) is not None}
+    return {"in_norm": [layer.input_layernorm], "qkv": [attn.q_proj, attn.k_proj, attn.v_proj], **norms,
+            "o": [attn.o_proj], "post_norm": [layer.post_attention_layernorm], "gate_up": [mlp.gate_proj, mlp.up_proj],
+            "down": [mlp.down_proj]}
+
+
+def use_order(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
+    """``layer_groups`` of every layer, then the final norm and the LM head."""
+    groups = [group for layer in model.model.layers for group in layer_groups(layer).values()]
+    return groups + [[model.model.norm], [model.lm_head]]
+
+
+def parameters_of(groups: list[list[torch.nn.Module]]) -> list[torch.Tensor]:
+    return [p for group in groups for m in group for p in (m.weight, getattr(m, "bias", None)) if p is not None]
 
 
 def torch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -103,20 +129,29 @@ class FusedStep:
     """``step(ids, mask, positions, cache)``: the last-position logits (rows, vocab) of a one-token step,
     writing each layer's new key and value column into ``cache``."""
 
-    def __init__(self, model: torch.nn.Module, use_kernels: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, use_kernels: bool = True, huge_pages: bool = True) -> None:
         why = supports(model)
         if why is not None:
             raise ValueError(f"no fused decode step for this model: {why}")
         cfg, base = model.config, model.model
         self.embed, self.rotary, self.head = base.embed_tokens, base.rotary_emb, model.lm_head
-        self.final_norm = base.norm.weight
         self.eps = cfg.rms_norm_eps
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.intermediate = cfg.intermediate_size
-        self.layers = [self._layer(layer) for layer in base.layers]
-        self.linear = kernel_linear if use_kernels else torch_linear
         self.in_c = use_kernels and kernels_built() and self.head_dim <= 256
+        self.linear = kernel_linear if use_kernels else torch_linear
+        # the arena serves the C paths' one-row steps, which stream every weight from memory (``weight_arena``)
+        arena = WeightArena(parameters_of(use_order(model))) if self.in_c and huge_pages else None
+        self.layers = [self._layer(layer, arena) for layer in base.layers]
+        if arena is not None:
+            tied = base.embed_tokens.weight is model.lm_head.weight
+            stack_weights([base.norm], arena)
+            stack_weights([model.lm_head], arena)
+            if tied:
+                base.embed_tokens.weight = model.lm_head.weight
+        self.arena = arena
+        self.final_norm = base.norm.weight
         # every layer's weights as pointers for one call through all layers (``_layers_in_c``); the tensors stay
         # alive in ``self.layers``, and a weight sync writes into them
         weights = [(w.in_norm, w.post_norm, w.qkv, w.qkv_bias, w.o, w.o_bias, w.gate_up, w.down, w.q_norm, w.k_norm)
@@ -126,13 +161,16 @@ class FusedStep:
         self.pointers = torch.tensor([t.data_ptr() if t is not None else 0 for layer in weights for t in layer],
                                      dtype=torch.int64) if self.in_c and uniform else None
 
-    def _layer(self, layer: torch.nn.Module) -> LayerWeights:
-        attn, mlp = layer.self_attn, layer.mlp
-        qkv, qkv_bias = stack_weights([attn.q_proj, attn.k_proj, attn.v_proj])
-        gate_up, _ = stack_weights([mlp.gate_proj, mlp.up_proj])
+    def _layer(self, layer: torch.nn.Module, arena: WeightArena | None) -> LayerWeights:
+        """The layer's weights as the step reads them: query-key-value and gate-up stacked, and with ``arena``
+        every weight moved into it in use order."""
+        placed = {name: stack_weights(group, arena) for name, group in layer_groups(layer).items()
+                  if arena is not None or len(group) > 1}
+        (qkv, qkv_bias), (gate_up, _) = placed["qkv"], placed["gate_up"]
+        attn = layer.self_attn
         q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         return LayerWeights(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, qkv, qkv_bias,
-                            attn.o_proj.weight, attn.o_proj.bias, gate_up, mlp.down_proj.weight,
+                            attn.o_proj.weight, attn.o_proj.bias, gate_up, layer.mlp.down_proj.weight,
                             q_norm.weight if q_norm is not None else None,
                             k_norm.weight if k_norm is not None else None)
 

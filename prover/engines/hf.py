@@ -78,6 +78,11 @@ FUSED_DECODE_STEP = ("Decode steps of Llama, Qwen2 and Qwen3 models run as prove
                      "each norm as one operation, instead of transformers' module-by-module forward; false "
                      "keeps the forward. The logits are the same up to float rounding.")
 
+HUGE_PAGES = ("On CPU with the kernels, move the weights a decode step reads into one buffer in the order it reads "
+              "them, which Linux is asked to back with 2 MiB pages (prover.engines.weight_arena): a one-row step "
+              "streams every weight from memory, and huge pages spare it a TLB miss every 4 KiB. The model's "
+              "parameters become views of the buffer; the arithmetic is unchanged.")
+
 
 class HFEngine(Engine):
     """Sampling with prover's own decode loop (or ``model.generate``); log-probs are of the temperature-scaled
@@ -89,6 +94,7 @@ class HFEngine(Engine):
     ``decode_loop``: decode with ``prover.engines.decode`` (full-attention models), else ``model.generate``.
     ``cpu_kernels``: decode steps through ``prover.engines.decode_kernels`` (CPU).
     ``fused_decode_step``: the decode loop's one-token steps through ``prover.engines.fused_step``.
+    ``huge_pages``: the fused step's weights in one huge-page buffer (``prover.engines.weight_arena``).
     ``prefix_cache_mb``: the bound on the prefix cache, which keeps every row's prompt and completion KV
     across calls (``prover.engines.kv_cache``) and serves the longest prefix it holds of a later prompt;
     ``"auto"`` (the default) bounds it by a third of the memory free on the engine's device when it starts (a
@@ -111,7 +117,8 @@ class HFEngine(Engine):
                  prefix_cache_mb: Annotated[CacheMiB, Field(description=PREFIX_CACHE_MB)] = "auto",
                  decode_loop: Annotated[bool, Field(description=DECODE_LOOP)] = True,
                  cpu_kernels: Annotated[bool, Field(description=CPU_KERNELS)] = True,
-                 fused_decode_step: Annotated[bool, Field(description=FUSED_DECODE_STEP)] = True) -> None:
+                 fused_decode_step: Annotated[bool, Field(description=FUSED_DECODE_STEP)] = True,
+                 huge_pages: Annotated[bool, Field(description=HUGE_PAGES)] = True) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
         self.model = load_model(model_path, dtype, self.device).eval()
@@ -134,7 +141,7 @@ class HFEngine(Engine):
             else:
                 kernels.install(self.model)
         fuse = fused_decode_step and decode_loop and supports(self.model) is None
-        self.fused_step = FusedStep(self.model, use_kernels=use_kernels) if fuse else None
+        self.fused_step = FusedStep(self.model, use_kernels=use_kernels, huge_pages=huge_pages) if fuse else None
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
