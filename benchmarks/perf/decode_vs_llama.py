@@ -8,12 +8,13 @@ The weights: the HF folder ``prover convert-gguf`` makes of SmolLM2-135M-Instruc
 that llama.cpp's own converter (``convert_hf_to_gguf.py`` in the llama.cpp source, ``--llama-src``) writes
 from that folder in F32 and BF16, so both engines hold the same numbers. llama.cpp's side is its
 ``llama-batched-bench`` (``--llama-bin``: the folder of a llama.cpp build), which prefills ``B`` distinct
-prompts of ``P`` tokens and then decodes ``T`` tokens for all ``B`` at once. prover's side does the same
-through ``HFEngine.generate``: ``B`` distinct prompts of ``P`` tokens (random ids), greedy, stop tokens
-suppressed, ``T`` new tokens. On both sides the decode's time is CPU seconds (the machine is shared, and a
-preempted process loses wall time, not CPU time): a run asked for ``T`` tokens less the same run asked for
-one (the load, the prefill and the first step). Rounds alternate between the two sides and each keeps its
-best.
+prompts of ``P`` tokens and then decodes ``T`` tokens for all ``B`` at once, computing each step's logits
+and sampling nothing. prover's side does the same through ``HFEngine.generate``: ``B`` distinct prompts of
+``P`` tokens (random ids), greedy (each step's argmax and its log-prob, as a rollout keeps), ``T`` new tokens
+(its one stop id lies outside the vocabulary, so no row stops early). On both sides the decode's time is CPU
+seconds (the machine is shared, and a preempted process loses wall time, not CPU time): a run asked for ``T``
+tokens less the same run asked for one (the load, the prefill and the first step). Rounds alternate between
+the two sides and each keeps its best.
 
 Writes benchmarks/results/perf/decode-vs-llama.json (``--out`` elsewhere: docs/perf.md also shows
 decode-vs-llama-avx2.json, the same run on a CPU without AVX-512). ``--smoke`` runs prover's side only, on the tiny
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "perf" / "decode-vs-llama.json"
 DTYPES = {"float32": "f32", "bfloat16": "bf16"}
+PROVER_SAMPLING = "greedy (each step's argmax and its log-prob), no logits processor, no row stopping early"
 # prover's engine as it runs by default, and with its decode levers off (transformers' forward, torch's products)
 SIDES = {"prover": {}, "prover, transformers forward": {"cpu_kernels": False, "fused_decode_step": False}}
 
@@ -82,19 +84,19 @@ def llama_cpu_features(bin_dir: Path) -> list[str] | None:
 def prover_round(engine, batch: int, prompt: int, new: int, seed: int) -> float:
     """prover's decode tokens per second for ``batch`` distinct prompts of ``prompt`` random ids."""
     import torch
-    from transformers import SuppressTokensLogitsProcessor
 
     from prover.types import SamplingParams
 
     gen = torch.Generator().manual_seed(seed)
     vocab = engine.model.config.vocab_size
-    banned = sorted(set(engine.stop_ids))
     prompts = [torch.randint(100, vocab - 1, (prompt,), generator=gen).tolist() for _ in range(batch)]
-    suppress = lambda: [SuppressTokensLogitsProcessor(banned)]  # noqa: E731
+    # the only stop id one past the vocabulary, which no step can pick: every row runs ``tokens`` steps, as
+    # llama-batched-bench's do, and no logits processor runs (llama.cpp's side samples nothing)
+    never = (vocab,)
 
     def timed(tokens: int) -> float:
         t0 = time.process_time()
-        engine.generate(prompts, SamplingParams(max_new_tokens=tokens, temperature=0.0), logits_processor=suppress)
+        engine.generate(prompts, SamplingParams(max_new_tokens=tokens, temperature=0.0, stop_token_ids=never))
         return time.process_time() - t0
 
     first = timed(1)
@@ -135,7 +137,7 @@ def measure(args: argparse.Namespace) -> dict:
         del engines
     library, machine = kernels.load()[0], cpu()
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-            "sides": {side: kwargs for side, kwargs in SIDES.items()},
+            "sides": {side: kwargs for side, kwargs in SIDES.items()}, "prover_sampling": PROVER_SAMPLING,
             "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": machine["model"],
             "cpu_info": machine, "llama_cpu_features": None if args.smoke else llama_cpu_features(Path(args.llama_bin)),

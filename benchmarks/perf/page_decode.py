@@ -109,7 +109,8 @@ def decode_lines(res: dict, bandwidth: dict | None, where: str = "") -> list[str
     lines = ["", f"### Decode against llama.cpp, matched{where}", "",
              f"`python -m benchmarks.perf.decode_vs_llama --llama-bin DIR --llama-src DIR`: SmolLM2-135M-Instruct, "
              "the same weights on both sides (llama.cpp's own `convert_hf_to_gguf.py` writes the GGUF from the "
-             "folder prover loads, in F32 and BF16), greedy, "
+             "folder prover loads, in F32 and BF16); llama.cpp's side samples nothing, prover's is "
+             f"{res.get('prover_sampling', 'greedy with its stop tokens suppressed by a logits processor')}; "
              f"{res['threads']} thread, B distinct prompts of {res['prompt_tokens']} tokens, {res['new_tokens']} "
              "new tokens each, decode time only (each side's run less the same run asked for one token), best of "
              f"{len(next(iter(res['rounds'].values()))['prover'])} alternating rounds, CPU seconds on both sides; "

@@ -8,8 +8,8 @@ memory with 2 MiB pages when the process asks (``madvise(MADV_HUGEPAGE)``, honou
 ``/sys/kernel/mm/transparent_hugepage/enabled`` says ``madvise`` or ``always``). torch's allocator does not ask
 (unless ``THP_MEM_ALLOC_ENABLE`` is set for the whole process), and most of a small model's matrices are under
 2 MiB, the least one allocation needs for a huge page of its own; laid end to end in one region they all get
-them. On a Zen 4 core, the small-batch kernel read a SmolLM2-shaped model's matrices at 23.2 GB/s from such a
-region against 21.0 GB/s from torch's allocations (``benchmarks/perf/bandwidth.py``'s arena rows).
+them. ``python -m benchmarks.perf.bandwidth`` reads a SmolLM2-shaped model's matrices both ways (docs/perf.md's
+bandwidth tables; on an AMD Zen 4 core about 14% faster from the arena).
 
 The weights are copied in once (``WeightArena.take``) and the model's parameters become views of the copies, so
 a weight sync (``load_state_dict`` copies in place) writes into the region.
