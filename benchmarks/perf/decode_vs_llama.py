@@ -114,11 +114,14 @@ def measure(args: argparse.Namespace) -> dict:
     work = Path(args.work)
     rates: dict[str, dict[str, list[float]]] = {}
     weight_bytes: dict[str, int] = {}
+    arena = False
     for dtype in args.dtypes:
         engines = {side: HFEngine(args.model, dtype=dtype, prefix_cache_mb=0, **kwargs)
                    for side, kwargs in SIDES.items()}
         # every weight is read once a decode step (the tied embedding as the LM head)
         weight_bytes[dtype] = sum(p.numel() * p.element_size() for p in engines["prover"].model.parameters())
+        fused = engines["prover"].fused_step
+        arena = arena or (fused is not None and fused.arena is not None)
         gguf = None if args.smoke else gguf_of(Path(args.model), dtype, Path(args.llama_src), work)
         for batch in args.batches:
             key = f"{dtype} batch {batch}"
@@ -138,6 +141,7 @@ def measure(args: argparse.Namespace) -> dict:
     library, machine = kernels.load()[0], cpu()
     return {"threads": args.threads, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
             "sides": {side: kwargs for side, kwargs in SIDES.items()}, "prover_sampling": PROVER_SAMPLING,
+            "weight_arena": arena,
             "gemv_isa": kernels.ISA_NAMES[library.prover_gemv_isa()] if library else None,
             "model": str(args.model), "rounds": rates, "weight_bytes": weight_bytes, "cpu": machine["model"],
             "cpu_info": machine, "llama_cpu_features": None if args.smoke else llama_cpu_features(Path(args.llama_bin)),

@@ -89,6 +89,9 @@ def decode_reading(res: dict) -> str:
                "write, attention) instead of some thirty torch operations dispatched from Python; the small-batch "
                f"kernels read {'float32 ' if emulated else ''}weights at close to the bandwidth (the kernel's rows in "
                "the table above).")
+    if res.get("weight_arena"):
+        reading += (" The weights a step reads lie in one buffer in the order it reads them, on huge pages "
+                    "(`prover.engines.weight_arena`; the bandwidth table's SmolLM2 rows compare the two layouts).")
     if emulated:
         return (reading + " This table was measured with the loop over layers in one C call as well (where the "
                 "kernels take every product, `decode_step.c`), which removed about a dozen Python-side calls a "
