@@ -87,7 +87,9 @@ def measure(model_dir: str, rounds: int) -> dict:
         gens = engine.generate(prompts, sampled, seed=1)
         learner_lp = engines["float32"].logprobs(prompts, [g.token_ids for g in gens])
         out["ratio"][d] = ratio_stats([g.logprobs for g in gens], learner_lp)
-    model = engines["float32"].model.train()
+    from prover.learning.modeling import load_model
+
+    model = load_model(model_dir, "float32", "cpu").train()  # the learner's own copy, as a run has (own_weights)
     completions = [g.token_ids for g in outs["float32"]]
     pad = engines["float32"].pad_id
     out["learner_s"] = {name: best_seconds(lambda a=auto: learner_pass(model, prompts, completions, pad, a), rounds)
