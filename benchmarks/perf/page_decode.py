@@ -216,6 +216,12 @@ def step_lines(results: dict) -> list[str]:
         costs.append(f"{label}: with the learner as it is, a rollout that took no time at all would make the step "
                      f"at most {b['step'] / a['seconds']['learner']:.1f}x faster than *before*'s "
                      f"({b['step']:.0f} s against the update's {a['seconds']['learner']:.0f} s)")
+        split = a.get("generation", {})
+        if split.get("prefill") and split.get("decode"):
+            rest = a["seconds"]["step"] - split["decode"]
+            costs.append(f"{label}: *after*'s rollout spent {split['prefill']:.0f} s prefilling prompts and "
+                         f"{split['decode']:.0f} s decoding; a decode that took no time at all would make the step "
+                         f"at most {b['step'] / rest:.1f}x faster than *before*'s")
         costs.append(f"{label}: {a['cpu_s']:.0f} CPU s for the whole run of one step (model loads and two "
                      f"one-episode evaluations included), so 20 steps take at most {20 * a['cpu_s'] / 60:.0f} "
                      f"minutes of one idle core, {20 * a['seconds']['step'] / 3600:.1f} hours at the measured "

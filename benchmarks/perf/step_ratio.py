@@ -60,7 +60,10 @@ def run(tree: Path, run_dir: Path, argv_tail: list[str], threads: str) -> dict:
            "rollout_tokens": sum(r.get("cost/rollout_tokens", 0.0) for r in train),
            "rollout_prompt_tokens": sum(r.get("cost/rollout_prompt_tokens", 0.0) for r in train),
            "rollout_cached_tokens": sum(r.get("cost/rollout_cached_tokens", 0.0) for r in train),
-           "turns": sum(r.get("rollout/turns", 0.0) for r in train) / max(len(train), 1)}
+           "turns": sum(r.get("rollout/turns", 0.0) for r in train) / max(len(train), 1),
+           # the engine's own split of generation (trees that log it; 0 for those that do not)
+           "generation": {part: sum(r.get(f"time/rollout_{part}", 0.0) for r in train)
+                          for part in ("prefill", "decode")}}
     print(f"[step-ratio] {run_dir.name}: {out['seconds']['step']:.0f} s in {len(train)} steps, "
           f"{out['cpu_s']:.0f} CPU s, {out['rollout_tokens']:.0f} generated tokens", flush=True)
     return out
