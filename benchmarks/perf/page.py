@@ -197,7 +197,7 @@ def render(results: dict) -> str:
 
         parts += [""] + async_section(results["async"])
     if {"bandwidth", "decode-vs-llama", "kernel-rows", "step-ratio-alfworld", "step-ratio-pivot2",
-            "step-ratio-alfworld-avx2", "step-ratio-alfworld-noamx", "logprob-match",
+            "step-ratio-alfworld-avx2", "step-ratio-alfworld-noamx", "step-ratio-pivot2-noamx", "logprob-match",
             "bandwidth-noamx", "decode-vs-llama-noamx"} & set(results):
         parts += [""] + decode_section(results)
     if {"chat-step", "kv-cache", "learner-sequences", "bf16", "branch-prefill"} & set(results):

@@ -24,7 +24,7 @@ OTHER_PERF = ("recipes", "sft_levers", "chat-step", "bf16", "branch-prefill", "b
               "step-ratio-alfworld", "step-ratio-pivot2", "logprob-match", "learner-limit",
               "learner-levers", "kernel-rows", "bandwidth-avx2", "decode-vs-llama-avx2", "step-ratio-alfworld-avx2",
               "step-ratio-alfworld-noamx", "stopped-rows-avx512bf16", "stopped-rows-avx512", "stopped-rows-avx2",
-              "bandwidth-noamx", "decode-vs-llama-noamx")
+              "bandwidth-noamx", "decode-vs-llama-noamx", "step-ratio-pivot2-noamx")
 ASYNC = ROOT / "benchmarks" / "results" / "async_rollout.json"  # written by benchmarks.perf.async_rollout
 KV_CACHE = ROOT / "benchmarks" / "results" / "kv_cache.json"  # benchmarks.perf.kv_cache
 LEARNER_SEQUENCES = ROOT / "benchmarks" / "results" / "learner_sequences.json"  # benchmarks.perf.learner_sequences

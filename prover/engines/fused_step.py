@@ -18,6 +18,10 @@ in the products. ``FusedStep`` runs the same computation with fewer, larger oper
 5. Where the kernels take every product (rows up to ``decode_kernels.max_rows``), the whole loop over layers
    is one C call (``decode_kernels.layers_step``): at one row, a layer's dozen calls from Python cost about a
    third as much as its products. The same calls in the same order; SiLU is computed in C there.
+6. With the kernels and ``huge_pages``, every weight the step reads (``use_order``) is moved into one
+   ``prover.engines.weight_arena`` buffer in the order the step reads it, on huge pages where Linux grants
+   them, and the model's parameters become views of it (the whole forward, prefill included, reads them
+   there). The values are unchanged.
 
 Only the decode loop calls it, for steps of one new token a row, with a cache of reserved layers
 (``prover.engines.decode.ReservedLayer``); a prompt's prefill still goes through the model's forward. The
