@@ -143,16 +143,16 @@ def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache:
     running = torch.ones(rows, dtype=torch.bool, device=ids.device)
     feeding = running.clone()  # rows whose newest token is theirs (a stop token included): its KV is kept
     fed, n = cache.get_seq_length(), 0
+    pos = (mask[:, :length].cumsum(-1)[:, fed:] - 1).clamp(min=0)  # real tokens before each fed column
     while n < steps:
         end = length + n
-        pos = (mask[:, :end].cumsum(-1)[:, fed:] - 1).clamp(min=0)  # real tokens before each fed column
         if fused is not None and end - fed == 1:
             logits = fused_logits(fused, seqs[:, fed:end], mask[:, :end], pos, cache,
                                   feeding if drop_stopped else None)
         else:
             logits = model(input_ids=seqs[:, fed:end], attention_mask=mask[:, :end], position_ids=pos,
                            use_cache=True, logits_to_keep=1, **{kwarg: cache}).logits[:, -1].float()
-        scores = chain(seqs[:, :end], logits.clone())
+        scores = chain(seqs[:, :end], logits.clone()) if chain else logits  # a processor may write in place
         if params.temperature > 0:
             token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
             logits = logits / params.temperature
@@ -164,6 +164,7 @@ def decode(model: torch.nn.Module, ids: torch.Tensor, attn: torch.Tensor, cache:
         feeding = running.clone()
         running &= ~torch.isin(token, stop_ids)
         fed, n = end, n + 1
+        pos = pos[:, -1:] + 1  # every generated column is unmasked
         if not running.any():
             break
     return Decoded(seqs[:, length:length + n], logps[:, :n], cache)
