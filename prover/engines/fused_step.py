@@ -106,10 +106,14 @@ def layer_groups(layer: torch.nn.Module) -> dict[str, list[torch.nn.Module]]:
             "down": [mlp.down_proj]}
 
 
+def final_groups(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
+    """What a step reads after the layers: the final norm, then the LM head."""
+    return [[model.model.norm], [model.lm_head]]
+
+
 def use_order(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
-    """``layer_groups`` of every layer, then the final norm and the LM head."""
-    groups = [group for layer in model.model.layers for group in layer_groups(layer).values()]
-    return groups + [[model.model.norm], [model.lm_head]]
+    """``layer_groups`` of every layer, then ``final_groups``."""
+    return [group for layer in model.model.layers for group in layer_groups(layer).values()] + final_groups(model)
 
 
 def parameters_of(groups: list[list[torch.nn.Module]]) -> list[torch.Tensor]:
@@ -150,8 +154,8 @@ class FusedStep:
         self.layers = [self._layer(layer, arena) for layer in base.layers]
         if arena is not None:
             tied = base.embed_tokens.weight is model.lm_head.weight
-            stack_weights([base.norm], arena)
-            stack_weights([model.lm_head], arena)
+            for group in final_groups(model):
+                stack_weights(group, arena)
             if tied:
                 base.embed_tokens.weight = model.lm_head.weight
         self.arena = arena

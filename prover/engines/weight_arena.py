@@ -20,6 +20,7 @@ from __future__ import annotations
 import mmap
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 
@@ -29,10 +30,6 @@ HUGE_PAGE = 2 << 20
 
 def aligned(nbytes: int) -> int:
     return -(-nbytes // ALIGN) * ALIGN
-
-
-def nbytes_of(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
 
 
 def huge_page_buffer(nbytes: int) -> tuple[torch.Tensor, bool]:
@@ -52,7 +49,7 @@ def huge_page_kib(tensor: torch.Tensor) -> int | None:
     """KiB of huge pages backing the mapping that holds ``tensor``'s first byte (``/proc/self/smaps``'s
     AnonHugePages); None where that file does not exist."""
     try:
-        lines = open("/proc/self/smaps").read().splitlines()  # noqa: SIM115
+        lines = Path("/proc/self/smaps").read_text().splitlines()
     except OSError:
         return None
     address, inside = tensor.data_ptr(), False
@@ -70,12 +67,12 @@ class WeightArena:
     """Tensors copied one after another (each on a cache line) into one ``huge_page_buffer``."""
 
     def __init__(self, tensors: Iterable[torch.Tensor]) -> None:
-        self.buffer, self.huge = huge_page_buffer(sum(aligned(nbytes_of(t)) for t in tensors))
+        self.buffer, self.huge = huge_page_buffer(sum(aligned(t.nbytes) for t in tensors))
         self.used = 0
 
     def take(self, tensor: torch.Tensor) -> torch.Tensor:
         """A copy of ``tensor`` in the next free bytes of the buffer."""
-        start, n = self.used, nbytes_of(tensor)
+        start, n = self.used, tensor.nbytes
         if start + n > self.buffer.numel():
             raise ValueError(f"the arena has {self.buffer.numel() - start} bytes left, not {n}")
         view = self.buffer[start:start + n].view(tensor.dtype).view(tensor.shape)
