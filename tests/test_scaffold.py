@@ -182,7 +182,7 @@ def test_a_target_that_is_not_an_empty_folder_is_refused_and_left_alone(tmp_path
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_the_examples_are_what_prover_new_writes(kind) -> None:
     """docs/plugins.md walks through examples/plugins/; they must stay the scaffold's output, file for file:
-    a change to scaffold_templates.py fails here until the examples are written again with `prover new`."""
+    a change to the scaffold's templates fails here until the examples are written again with `prover new`."""
     folder = ROOT / "examples" / "plugins" / f"prover-{EXAMPLES[kind]}"
     written = render(kind, EXAMPLES[kind])
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()

@@ -4,7 +4,8 @@ The package, in ``./prover-NAME`` unless ``--dir`` names another folder::
 
     pyproject.toml        distribution prover-NAME (depends on prover-rl), the entry point in its kind's group
     README.md             install, use, test
-    prover_NAME/          the plugin: a small working env, credit method or judge (scaffold_templates.py)
+    prover_NAME/          the plugin: a small working env, credit method or judge (scaffold_templates.py,
+                          scaffold_plugin_templates.py)
     tests/test_prover_NAME.py   the kind's contract checks (check_env for an env)
 
 Everything is checked (the name, the folder) and rendered before the first file is written, so a bad
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from prover.commands import scaffold_plugin_templates as plugin_templates
 from prover.commands import scaffold_templates as templates
 from prover.errors import ConfigError
 from prover.registry import REGISTRIES
@@ -39,9 +41,10 @@ class Kind:
 
 KINDS = {
     "env": Kind("prover.envs", "envs", "Env", templates.ENV_CODE, templates.ENV_TEST, "an env"),
-    "credit": Kind("prover.credit", "credit", "Credit", templates.CREDIT_CODE, templates.CREDIT_TEST,
+    "credit": Kind("prover.credit", "credit", "Credit", plugin_templates.CREDIT_CODE, plugin_templates.CREDIT_TEST,
                    "a credit method"),
-    "judge": Kind("prover.judges", "judges", "Judge", templates.JUDGE_CODE, templates.JUDGE_TEST, "a judge"),
+    "judge": Kind("prover.judges", "judges", "Judge", plugin_templates.JUDGE_CODE,
+                   plugin_templates.JUDGE_TEST, "a judge"),
 }
 USAGE = {  # how a run picks the plugin by name
     "env": "prover train env.name=${name}",
