@@ -247,12 +247,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def _add_run_parsers(sub: argparse._SubParsersAction, line: list[str]) -> None:
+    """``train``, ``sft`` and ``eval``: the commands that take a config, a run folder and dotted overrides."""
     fmt = argparse.RawDescriptionHelpFormatter
-    line = list(sys.argv[1:] if argv is None else argv)  # whose help shows the plugins it names
-    p = _Parser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
-    p.add_argument("--version", action=_Version)
-    sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--config", help="YAML config file (sections as in the field list below)")
@@ -274,6 +271,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     with_config(e)
     e.add_argument("--model", help="a model folder instead of the run's last checkpoint")
     e.set_defaults(fn=cmd_eval)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    line = list(sys.argv[1:] if argv is None else argv)  # whose help shows the plugins it names
+    p = _Parser(prog="prover", description="RL for LLM agents with fine-grained credit assignment.")
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_run_parsers(sub, line)
     ls = sub.add_parser("list", help="every registered env, credit assigner, judge, engine and retriever, with "
                         "its origin and what it is")
     ls.set_defaults(fn=cmd_list)
