@@ -51,6 +51,7 @@ SMOKE = {
     "benchmarks.studies.judge_truth": ["--sets", "defaults", "--groups", "1", "--out", "{tmp}/judge_truth.md"],
     "benchmarks.studies.pivot_tuning_readout": ["--archived", "--out", "{tmp}/readout.md"],
     "benchmarks.studies.pivot_why": [],  # reads docs/bench/pivot's archived cells
+    "benchmarks.studies.testbed_cells": ["--learning"],  # reads docs/bench/testbed's committed cells
     "benchmarks.studies.triage_truth": ["--fake", "--groups", "1", "--out", "{tmp}/triage_truth.md"],
     "benchmarks.studies.verify_agreement": ["--replay", "benchmarks/results/perf/verify-draws.json"],
 }
