@@ -86,6 +86,15 @@ def test_the_answer_schema_bounds_the_answer_to_the_request(request_):
     assert short["properties"]["rationale"]["pattern"].endswith("{0,30}$")
 
 
+def test_the_rationale_stays_within_what_llama_cpps_grammar_parser_accepts(request_):
+    # llama.cpp refuses a repetition that expands to more than 2000 rules (MAX_REPETITION_THRESHOLD in
+    # src/llama-grammar.cpp), and llama-cpp-python writes {0,N} as N nested optional groups, about 2N rules:
+    # with a 2048-token reply and 2000 characters asked for, N must stay under 1000
+    pattern = answer_schema(request_, rationale_chars=2000, reply_tokens=2048)["anyOf"][0]["properties"]["rationale"]
+    bound = int(pattern["pattern"].rsplit(",", 1)[1].split("}")[0])
+    assert 0 < bound and 2 * bound < 2000
+
+
 def test_the_answer_schema_leaves_out_segments_with_a_rejected_action(request_):
     request_.success.turns[2].action_valid = False  # no segment may hold turn 2
     starts = {a["properties"]["start_turn"]["enum"][0]: a["properties"]["end_turn"]["enum"]

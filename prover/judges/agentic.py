@@ -70,6 +70,11 @@ ECHO_CHARS = 200  # what an error message repeats of a model's bad value (it may
 # character of it and a reply budget of N tokens surely fits N characters. The bound is in the pattern,
 # not a maxLength: xgrammar ignores maxLength on a string that has a pattern
 RATIONALE_PATTERN = r'^[ !#-\[\]-~]{0,%d}$'
+# the most rationale characters a structured answer's schema allows: llama.cpp's grammar parser refuses a
+# repetition that expands to more than 2000 rules (MAX_REPETITION_THRESHOLD, src/llama-grammar.cpp), and
+# llama-cpp-python's server writes {0,N} as N nested optional groups, about 2N rules; over it the server
+# fails to parse the grammar (llama-cpp-python 0.3.36 then dies)
+GRAMMAR_RATIONALE_CHARS = 900
 
 
 class SegmentAnswer(BaseModel):
@@ -128,10 +133,11 @@ def answer_schema(request: JudgeRequest, rationale_chars: int, reply_tokens: int
     every structured answer can be verified, and verification alone decides whether it was right. With
     no such segment, both turns only lie in 0..n-2. With ``reply_tokens`` known, the rationale is cut so
     that the whole object, as xgrammar writes it (", " and ": " separators), fits in it with the stop
-    token: a structured reply is then never cut short, whatever the model."""
+    token: a structured reply is then never cut short, whatever the model. The rationale never exceeds
+    ``GRAMMAR_RATIONALE_CHARS``, so that llama.cpp's server can parse the grammar."""
     success = request.success
     last = max(0, len(success.turns) - 2)
-    chars = rationale_chars
+    chars = min(rationale_chars, GRAMMAR_RATIONALE_CHARS)
     if reply_tokens is not None:
         frame = json.dumps({"traj_id": success.traj_id, "start_turn": last, "end_turn": last, "rationale": ""})
         chars = max(0, min(chars, reply_tokens - len(frame.encode()) - 1))
