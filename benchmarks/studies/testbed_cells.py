@@ -20,66 +20,49 @@ file it came from:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from prover.bench.stats import auc, bootstrap, first_reach, t_interval
+from prover.bench.tables import CellResult, final_eval, read_history, total_generated
 
 CELLS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "testbed" / "cells" / "pivot-sim"
 ROWS = ("prover+contrast", "prover+random", "prover+qwen-1.5b", "budget-matched-grpo", "gigpo", "grpo")
 QUARTERS = 4
 
 
-def load(cell: Path) -> list[dict]:
-    return [json.loads(line) for line in (cell / "metrics.jsonl").read_text().splitlines() if line.strip()]
-
-
-def curve(rows: list[dict]) -> dict[int, float]:
-    return {int(r["step"]): float(r["eval/success"]) for r in rows if r.get("phase") == "eval"}
-
-
-def train_rows(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r.get("phase") == "train"]
-
-
-def generated(rows: list[dict]) -> float:
-    return sum(r.get("cost/rollout_tokens", 0) + r.get("cost/branch_tokens", 0) for r in train_rows(rows))
-
-
-def finished(root: Path, row: str, steps: int, seeds: list[int] | None) -> dict[int, list[dict]]:
-    """{seed: metrics rows} of the row's cells evaluated at step 0 and at ``steps`` (finished)."""
+def finished(root: Path, row: str, steps: int, seeds: list[int] | None) -> dict[int, CellResult]:
+    """{seed: result} of the row's cells evaluated at step 0 and at ``steps`` (finished)."""
     out = {}
     for cell in sorted((root / row).glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
         seed = int(cell.name.split("-")[1])
-        rows = load(cell)
-        if (seeds is None or seed in seeds) and {0, steps} <= curve(rows).keys():
-            out[seed] = rows
+        result = CellResult(root.name, row, seed, read_history(cell), steps)
+        if (seeds is None or seed in seeds) and final_eval(result.history, steps) and 0 in result.curve:
+            out[seed] = result
     return out
 
 
 def learning_table(root: Path, steps: int, seeds: list[int] | None) -> str:
-    cells = finished(root, "grpo", steps, seeds)
+    curves = {seed: r.curve for seed, r in finished(root, "grpo", steps, seeds).items()}
     marks = list(range(0, steps + 1, 5))
     lines = ["| seed | " + " | ".join(map(str, marks)) + " | gain (points) |",
              "|---" * (len(marks) + 2) + "|"]
-    for seed, rows in cells.items():
-        c = curve(rows)
+    for seed, c in curves.items():
         cols = [f"{c[m]:.3f}" if m in c else "–" for m in marks]
         lines.append(f"| {seed} | " + " | ".join(cols) + f" | {100 * (c[steps] - c[0]):+.1f} |")
-    gains = [100 * (curve(r)[steps] - curve(r)[0]) for r in cells.values()]
-    gain, final = t_interval(gains), bootstrap([100 * curve(r)[steps] for r in cells.values()])
-    start = statistics.fmean(100 * curve(r)[0] for r in cells.values())
+    gain = t_interval([100 * (c[steps] - c[0]) for c in curves.values()])
+    final = bootstrap([100 * c[steps] for c in curves.values()])
     if gain.lo is None or final.lo is None:
         return "\n".join(lines) + "\n\nFewer than two finished seeds: no interval.\n"
+    start = statistics.fmean(100 * c[0] for c in curves.values())
     return "\n".join(lines) + (
         f"\n\nMean gain **{gain.mean:+.1f} points, 95% t interval [{gain.lo:+.1f}, {gain.hi:+.1f}]** over "
         f"{gain.n} seeds (final success {final.mean:.1f}%, bootstrap CI [{final.lo:.1f}, {final.hi:.1f}]; "
         f"step 0 {start:.1f}%).\n")
 
 
-def credit_columns(rows: list[dict], steps: int) -> str:
-    tr = train_rows(rows)
+def credit_columns(result: CellResult, steps: int) -> str:
+    tr = result.train
     judged = sum(r.get("credit/judged_groups", 0) for r in tr)
     if not judged:
         return "– | – | – | "
@@ -96,18 +79,18 @@ def credit_columns(rows: list[dict], steps: int) -> str:
 
 
 def cells_table(root: Path, rows_wanted: list[str], steps: int, seeds: list[int] | None) -> str:
-    grpo = finished(root, "grpo", steps, seeds)
+    by_row = {row: finished(root, row, steps, seeds) for row in dict.fromkeys([*rows_wanted, "grpo"])}
     lines = ["| row | seed | held-out success, step 0 -> " + str(steps) + " | mean held-out success over training"
              " | first evaluation at 0.5 or more | eligible groups a step (by quarters of training) | valid "
              "proposals | hit rate (pivotal share) | tokens x grpo |", "|---" * 9 + "|"]
     for row in rows_wanted:
-        for seed, rows in finished(root, row, steps, seeds).items():
-            c = curve(rows)
+        for seed, result in by_row[row].items():
+            c, grpo = result.curve, by_row["grpo"].get(seed)
             first, area = first_reach(c, 0.5), auc(c, steps) or 0.0  # both ends are there: never None
-            ratio = f"{generated(rows) / generated(grpo[seed]):.2f}" if seed in grpo else "–"
+            ratio = f"{total_generated(result) / total_generated(grpo):.2f}" if grpo else "–"
             lines.append(f"| {row} | {seed} | {c[0]:.3f} -> {c[steps]:.3f} | {100 * area:.1f}% | "
                          + (f"step {first}" if first is not None else f"– (none by step {steps})") + " | "
-                         + credit_columns(rows, steps) + f"{ratio} |")
+                         + credit_columns(result, steps) + f"{ratio} |")
     return "\n".join(lines) + "\n"
 
 

@@ -178,14 +178,15 @@ def _per_step(r: CellResult, *keys: str) -> float | None:
     return _mean([sum(float(t.get(k, 0.0)) for k in keys) for t in r.train])
 
 
-def _total(r: CellResult) -> float:
+def total_generated(r: CellResult) -> float:
+    """The cell's generated policy tokens over training: rollouts and continuations."""
     return sum(float(t.get(k, 0.0)) for t in r.train for k in GENERATED)
 
 
 def token_ratio(results: list[CellResult], method: str, ref: str, env: str) -> float | None:
     """Mean over seeds of a cell's total generated tokens over its paired ``ref`` cell's (same env, seed)."""
-    refs = {r.seed: _total(r) for r in results if r.method == ref and r.env == env}
-    ratios = [_total(r) / refs[r.seed] for r in results
+    refs = {r.seed: total_generated(r) for r in results if r.method == ref and r.env == env}
+    ratios = [total_generated(r) / refs[r.seed] for r in results
               if r.method == method and r.env == env and refs.get(r.seed)]
     return _mean(ratios)
 
