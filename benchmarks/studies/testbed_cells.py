@@ -36,8 +36,10 @@ def finished(root: Path, row: str, steps: int, seeds: list[int] | None) -> dict[
     out = {}
     for cell in sorted((root / row).glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
         seed = int(cell.name.split("-")[1])
+        if seeds is not None and seed not in seeds:
+            continue  # a cell outside the asked seeds is not read
         result = CellResult(root.name, row, seed, read_history(cell), steps)
-        if (seeds is None or seed in seeds) and final_eval(result.history, steps) and 0 in result.curve:
+        if final_eval(result.history, steps) and 0 in result.curve:
             out[seed] = result
     return out
 
